@@ -1,0 +1,121 @@
+"""The kinds of question a flow is made of. A step is data: what to ask, when, and how to read the answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flows.conditions import Condition
+
+Answers = Mapping[str, Any]
+Parse = Callable[[str, Answers], Any]
+"""Reads one reply (its text) into a JSON-serializable value, or raises InvalidAnswer."""
+
+
+class InvalidAnswer(ValueError):
+    """An answer that cannot be accepted; the message says what is wrong, briefly and specifically."""
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file that came with a reply (a Slack upload, or `/file PATH` in the terminal)."""
+
+    name: str
+    content: bytes
+
+
+@dataclass(frozen=True)
+class Option:
+    """One choice of a Choice step. `value` is the machine id (a button value), `label` its text."""
+
+    value: str
+    label: str
+    description: str = ""
+    explain: str | None = None
+    """If set, picking this option is not an answer: the bot explains this and asks again."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """Fields shared by every kind of question."""
+
+    id: str
+    prompt: str
+    when: Condition | None = None
+    help: str = ""
+    """Shown on `help` and after repeated failures: what a good answer looks like."""
+    example: str = ""
+    title: str = ""
+    """Short name used in `status`, `edit` and summaries; defaults to the id."""
+
+    @property
+    def name(self) -> str:
+        return self.title or self.id.replace("_", " ")
+
+    def is_active(self, answers: Answers) -> bool:
+        return self.when is None or self.when(answers)
+
+
+@dataclass(frozen=True)
+class Choice(Step):
+    """Pick one option: buttons in Slack; a button value, the option's number or its text elsewhere."""
+
+    options: tuple[Option, ...] = ()
+    recommend: Callable[[Answers], str | None] | None = None
+    recommend_reads: tuple[str, ...] = ()
+    """Step ids `recommend` reads (checked when the flow is built)."""
+    recommend_reason: Callable[[Answers], str] | None = None
+    other: Parse | None = None
+    """If set, a reply that matches no option is parsed by this (e.g. another LiteLLM model id)."""
+    other_hint: str = ""
+    check: Callable[[str, Answers], None] | None = None
+    """Cross-answer validation of the chosen value; raises InvalidAnswer."""
+
+
+TextKind = Literal["text", "number", "json", "code", "path"]
+
+
+@dataclass(frozen=True)
+class Text(Step):
+    """A free-text answer, read by `parse`. Code and data may come as a code block or an uploaded file."""
+
+    parse: Parse = field(default=lambda text, answers: text)
+    kind: TextKind = "text"
+    default: Callable[[Answers], Any] | None = None
+    """Used when the reply is `default` or `skip`; None means the question must be answered."""
+    default_label: str = ""
+    accepts_files: tuple[str, ...] = ()
+    """File suffixes an attached file may have to answer this question (e.g. ('.jsonl',))."""
+    display: Callable[[Any], str] | None = None
+    """How to show a parsed answer back (e.g. '12 scenarios'); defaults to str()."""
+
+
+@dataclass(frozen=True)
+class SettingField:
+    """One value on a Settings menu."""
+
+    id: str
+    label: str
+    parse: Parse
+    default: Any
+    when: Condition | None = None
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Settings(Step):
+    """A menu of values with defaults: pick one, give its value, repeat, then `done`."""
+
+    fields: tuple[SettingField, ...] = ()
+
+    def active_fields(self, answers: Answers) -> tuple[SettingField, ...]:
+        return tuple(f for f in self.fields if f.when is None or f.when(answers))
+
+    def values(self, answers: Answers) -> dict[str, Any]:
+        """The defaults of the active fields, overlaid with what the user changed."""
+        changed = answers.get(self.id) or {}
+        return {f.id: changed.get(f.id, f.default) for f in self.active_fields(answers)}
+
+
+AnyStep = Choice | Text | Settings

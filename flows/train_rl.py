@@ -1,0 +1,547 @@
+"""The `train-rl` wizard as data: every question of the product spec, in order, with its branching."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from flows import validators as v
+from flows.conditions import all_of, any_of, is_, not_
+from flows.engine import INTRO_NOTES
+from flows.flow import Flow
+from flows.steps import Answers, Choice, InvalidAnswer, Option, SettingField, Settings, Text
+
+DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
+    "learning_rate": 1e-5,
+    "rollouts_per_group": 4,
+    "groups_per_step": 2,
+    "num_steps": 50,
+    "num_epochs": 3,
+    "gpu_memory_utilization": 0.7,
+}
+BASE_MODELS = (
+    "OpenPipe/Qwen3-14B-Instruct",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    "meta-llama/Llama-3.1-8B-Instruct",
+)
+JUDGE_MODELS = ("openai/gpt-5.4", "openai/o4-mini", "openai/o3")
+
+RULER_NOTE = (
+    "*About RULER:* RULER is an LLM judge that compares the trajectories within a group and "
+    "scores which ones are better, so you need no hand-written reward function. It needs an "
+    "`OPENAI_API_KEY` (or the key of the judge's provider) where the training runs."
+)
+INTRO_NOTES["reward"] = RULER_NOTE
+
+REPLAYABLE_RULE = (
+    "The rule: choose *multi-turn RL* when an episode can be recreated and rolled out again and "
+    "again from the same initial state (a game, a sandbox, tools that only read fixed data). "
+    "Choose *single-turn* training on static examples when the task depends on live humans, "
+    "mutable production systems or other state you cannot reset. Which is closer to your task?"
+)
+
+
+def rollout_pattern(answers: Answers) -> str:
+    """single, tools or game: which rollout the script uses."""
+    if answers.get("turns") != "multi":
+        return "single"
+    return "tools" if answers.get("uses_tools") == "yes" else "game"
+
+
+def _prompt_field(answers: Answers) -> str | None:
+    # Single-turn rollouts send scenario["prompt"]; multi-turn ones fall back to the whole row.
+    return "prompt" if answers.get("turns") == "single" else None
+
+
+def _rows_display(rows: Any) -> str:
+    return f"{len(rows)} scenario{'s' if len(rows) != 1 else ''}" if isinstance(rows, list) else str(rows)
+
+
+def _code_display(code: Any) -> str:
+    text = code.get("code", "") if isinstance(code, dict) else str(code)
+    lines = text.strip().splitlines()
+    return f"{len(lines)} line{'s' if len(lines) != 1 else ''} of code" if len(lines) > 1 else text[:200]
+
+
+def _tools_display(tools: Any) -> str:
+    return ", ".join(t["function"]["name"] for t in tools) if isinstance(tools, list) else str(tools)
+
+
+def _tool_code(value: str, answers: Answers) -> str:
+    """One function per tool, each accepting the tool's parameters by name."""
+    module = v.python_module(value, "tool code")
+    functions = v.top_level_functions(module)
+    for tool in answers.get("tools", []):
+        name = tool["function"]["name"]
+        function = functions.get(name)
+        if function is None:
+            raise InvalidAnswer(f"The tool code must define a top-level function `{name}` (one per tool).")
+        params = {a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs}
+        wanted = set(tool["function"]["parameters"].get("properties", {}))
+        if function.args.kwarg is None and not wanted <= params:
+            missing = ", ".join(sorted(wanted - params))
+            raise InvalidAnswer(f"`{name}` must accept the tool's parameters by name; missing: {missing}.")
+    return v.code_block({}, "tool code")(value, answers)
+
+
+def _environment_code(value: str, answers: Answers) -> str:
+    return v.code_block(
+        {"create_game": 1, "render_observation": 1, "apply_action": 2, "is_finished": 1},
+        "environment code",
+    )(value, answers)
+
+
+def _generator_code(value: str, answers: Answers) -> str:
+    return v.code_block({"generate_scenario": 1}, "generator")(value, answers)
+
+
+def _check_val_fraction(value: float, answers: Answers) -> float:
+    train = answers.get("train_fraction", 0.0) if answers.get("train_split") == "fraction" else 0.0
+    if train + value > 1.0 + 1e-9:
+        raise InvalidAnswer(
+            f"Training ({train:g}) and validation ({value:g}) together take more than all scenarios: "
+            "lower one of them."
+        )
+    rows = answers.get("scenario_rows")
+    if isinstance(rows, list) and answers.get("train_split") == "all":
+        held_out = max(1, round(value * len(rows)))
+        if held_out >= len(rows):
+            raise InvalidAnswer(
+                f"With {len(rows)} scenarios, holding out {value:g} leaves none to train on."
+            )
+    return value
+
+
+def _val_fraction(value: str, answers: Answers) -> float:
+    return _check_val_fraction(v.float_in(0.0, 1.0, low_open=True, high_open=True)(value, answers), answers)
+
+
+def _check_iteration(value: str, answers: Answers) -> None:
+    if value == "dataset" and answers.get("scenario_source") == "generator":
+        raise InvalidAnswer(
+            "A generator has no fixed dataset to iterate over: choose the open-ended loop."
+        )
+
+
+TRAIN_RL = Flow(
+    "train-rl",
+    template="train_rl/script.py.j2",
+    steps=[
+        Choice(
+            "replayable",
+            "Can an episode of your task be recreated from the same initial state, again and again?",
+            options=(
+                Option("yes", "Episodes can be recreated", "From the same initial state"),
+                Option("static", "Only logged or static scenarios", "Live humans or mutable systems"),
+                Option("unsure", "Not sure", explain=REPLAYABLE_RULE),
+            ),
+            help="Whether your environment can be reset and replayed decides between multi-turn RL and single-turn training.",
+            title="replayability",
+        ),
+        Choice(
+            "turns",
+            "Single-turn or multi-turn?",
+            options=(
+                Option("single", "Single-turn", "One response per prompt, rewarded on its own"),
+                Option("multi", "Multi-turn", "Several turns with an environment, tools or a game"),
+            ),
+            recommend=lambda a: "multi" if a.get("replayable") == "yes" else "single",
+            recommend_reads=("replayable",),
+            recommend_reason=lambda a: (
+                "Your episodes can be replayed, so I recommend multi-turn RL. Please confirm there is no hidden live dependency."
+                if a.get("replayable") == "yes"
+                else "Your scenarios are static, so I recommend single-turn training."
+            ),
+            help="Single-turn: one response per prompt (solve a math problem, classify text). Multi-turn: the agent acts, sees the effect, and acts again (play a game, use tools).",
+        ),
+        Text(
+            "task",
+            "What must the agent accomplish? Describe the task in a sentence or two.\n"
+            "I will draft the rollout and environment from your answers; expect to edit them once the script is generated.",
+            parse=v.text(min_len=10, max_len=4000),
+            help="A plain description of the behaviour to optimize. RULER's judge reads it too.",
+            example="Answer grade-school math word problems with just the final number.",
+        ),
+        Choice(
+            "scenario_source",
+            "Where do the training scenarios come from?",
+            options=(
+                Option("inline", "Paste them here", "A JSON array or JSONL in a reply"),
+                Option("upload", "Upload a .jsonl file", "Into this conversation"),
+                Option("runner_file", "A JSONL file on the runner host", "Give its path"),
+                Option("generator", "A generator function", "Python code that makes a scenario"),
+            ),
+            help="Scenarios are the inputs the agent trains on: one JSON object each.",
+            title="scenarios",
+        ),
+        Text(
+            "scenario_rows",
+            "Paste the scenarios: a JSON array of objects, or JSONL (one object per line).",
+            parse=v.scenario_rows(_prompt_field),
+            kind="json",
+            when=is_("scenario_source", "inline", "upload"),
+            accepts_files=(".jsonl", ".json"),
+            display=_rows_display,
+            help='One JSON object per scenario. Single-turn scenarios need a "prompt" string; add any fields your reward reads (e.g. "answer").',
+            example='{"prompt": "What is 17 * 3?", "answer": "51"}\n{"prompt": "What is 9 + 10?", "answer": "19"}',
+            title="scenario data",
+        ),
+        Text(
+            "scenarios_path",
+            "The path of the JSONL file on the runner host (one JSON object per line)?",
+            parse=v.runner_path((".jsonl",)),
+            kind="path",
+            when=is_("scenario_source", "runner_file"),
+            help="The script reads this file when it starts, on the machine that trains, and checks every row.",
+            example="/data/math/train.jsonl",
+            title="scenarios path",
+        ),
+        Text(
+            "scenario_generator",
+            "Paste the generator: a function `generate_scenario(rng)` that takes a `random.Random` and returns one scenario (a dict).",
+            parse=_generator_code,
+            kind="code",
+            when=is_("scenario_source", "generator"),
+            accepts_files=(".py",),
+            display=_code_display,
+            help="Python code, sent on purpose: it goes into the script as it is, after it parses.",
+            example="def generate_scenario(rng):\n    a, b = rng.randint(1, 99), rng.randint(1, 99)\n    return {\"prompt\": f\"What is {a} + {b}?\", \"answer\": str(a + b)}",
+            title="generator",
+        ),
+        Text(
+            "system_prompt",
+            "A system prompt for the agent? (optional)",
+            parse=v.text(min_len=1, max_len=8000),
+            default=lambda a: "",
+            default_label="no system prompt",
+            help="Instructions the agent sees first in every episode. Reply `skip` for none.",
+            example="You are a careful math tutor. Reply with the final number only.",
+            title="system prompt",
+        ),
+        Choice(
+            "uses_tools",
+            "Does the agent use tool calling?",
+            options=(Option("yes", "Yes, it calls tools"), Option("no", "No, it plays an environment")),
+            when=is_("turns", "multi"),
+            title="tool use",
+        ),
+        Text(
+            "tools",
+            "Paste the tools as a JSON list of OpenAI function-calling schemas.",
+            parse=v.tool_schemas,
+            kind="json",
+            when=all_of(is_("turns", "multi"), is_("uses_tools", "yes")),
+            accepts_files=(".json",),
+            display=_tools_display,
+            help='Each tool: {"type": "function", "function": {"name", "description", "parameters"}} where parameters is a JSON-Schema object. Names must be Python identifiers.',
+            example='[{"type": "function", "function": {"name": "search", "description": "Search the docs", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]',
+        ),
+        Choice(
+            "tool_execution",
+            "How are tool calls executed?",
+            options=(
+                Option("local", "Local Python functions", "One function per tool, in the script"),
+                Option("http", "An HTTP API", "A URL per tool; arguments are POSTed as JSON"),
+            ),
+            when=all_of(is_("turns", "multi"), is_("uses_tools", "yes")),
+            title="tool execution",
+        ),
+        Text(
+            "tool_code",
+            "Paste the tool implementations: one Python function per tool, named like the tool, taking its parameters by name.",
+            parse=_tool_code,
+            kind="code",
+            when=all_of(is_("turns", "multi"), is_("uses_tools", "yes"), is_("tool_execution", "local")),
+            accepts_files=(".py",),
+            display=_code_display,
+            help="Functions may be sync or async and return anything printable; an exception becomes an error message the agent sees.",
+            example="def search(query: str) -> str:\n    return DOCS.get(query, \"no match\")",
+            title="tool code",
+        ),
+        Text(
+            "tool_urls",
+            "The URL for each tool, one `tool_name: https://...` per line (or a JSON object).",
+            parse=v.tool_urls,
+            kind="text",
+            when=all_of(is_("turns", "multi"), is_("uses_tools", "yes"), is_("tool_execution", "http")),
+            help="The script POSTs each call's arguments as JSON to the tool's URL and gives the response text to the agent.",
+            example="search: https://tools.internal/search",
+            title="tool URLs",
+        ),
+        Text(
+            "environment",
+            "Paste the environment as Python: `create_game(scenario)`, `render_observation(game)` (what the agent sees each turn), `apply_action(game, action)` (raise ValueError for an invalid move) and `is_finished(game)`.",
+            parse=_environment_code,
+            kind="code",
+            when=all_of(is_("turns", "multi"), is_("uses_tools", "no")),
+            accepts_files=(".py",),
+            display=_code_display,
+            help="Each turn the agent gets render_observation(game) and answers with its action as text; apply_action applies it. I won't invent game logic: it comes from you.",
+            example="def create_game(scenario):\n    return {\"target\": scenario[\"target\"], \"guesses\": [], \"won\": False}\n\ndef render_observation(game):\n    return f\"Guess a number from 1 to 10. Guesses so far: {game['guesses']}\"\n\ndef apply_action(game, action):\n    guess = int(action.strip())\n    game[\"guesses\"].append(guess)\n    game[\"won\"] = guess == game[\"target\"]\n\ndef is_finished(game):\n    return game[\"won\"] or len(game[\"guesses\"]) >= 5",
+        ),
+        Text(
+            "episode_end",
+            "When does an episode end? (win or loss conditions, limits)",
+            parse=v.text(min_len=3, max_len=2000),
+            when=is_("turns", "multi"),
+            help="In words: it tells the judge and the next engineer when an episode is over. The turn limit comes next.",
+            example="When the agent answers without calling a tool, or after 10 turns.",
+            title="episode end",
+        ),
+        Text(
+            "max_turns",
+            "Maximum turns per episode?",
+            parse=v.int_in(1, 100),
+            kind="number",
+            when=is_("turns", "multi"),
+            default=lambda a: 10,
+            default_label="10",
+            help="A whole number from 1 to 100; the episode stops there even if it is not finished.",
+            example="10",
+            title="max turns",
+        ),
+        Choice(
+            "reward",
+            "How is the agent rewarded?",
+            options=(
+                Option("ruler", "RULER (LLM judge)", "No reward function needed"),
+                Option("programmatic", "Programmatic", "Code checks the result"),
+                Option("custom", "Custom mix", "Your code and RULER together"),
+            ),
+            recommend=lambda a: "ruler",
+            recommend_reads=(),
+            recommend_reason=lambda a: "Choose programmatic only when correctness is robustly checkable with code; custom only when the task genuinely mixes reward sources.",
+            help="RULER for open-ended answers and tool use; programmatic when code can check correctness (exact answers, game outcomes); custom mixes both.",
+        ),
+        Text(
+            "reward_logic",
+            "The reward: a Python expression, or a function `compute_reward(...)` returning a float.",
+            parse=v.reward_logic(rollout_pattern),
+            kind="code",
+            when=is_("reward", "programmatic", "custom"),
+            accepts_files=(".py",),
+            display=_code_display,
+            help=(
+                "An expression over `scenario` (the row), `answer` (the agent's final text) and `trajectory`; "
+                "for games, `scenario`, `game` and `trajectory`. Patterns: binary (1/0), accuracy (fraction correct), "
+                "game outcome (1 win / 0.5 draw / 0 loss / -1 invalid), scaled, composite. Extra signals go in "
+                "trajectory.metrics and must be numbers or bools."
+            ),
+            example='1.0 if answer.strip() == scenario["answer"] else 0.0',
+            title="reward logic",
+        ),
+        Text(
+            "reward_mix",
+            "How much weight does RULER's score get in the final reward (0 to 1)? The rest goes to your reward.",
+            parse=v.float_in(0.0, 1.0),
+            kind="number",
+            when=is_("reward", "custom"),
+            default=lambda a: 0.5,
+            default_label="0.5",
+            help="reward = w * ruler_score + (1 - w) * your_reward, with w from 0 to 1.",
+            example="0.5",
+            title="reward mix",
+        ),
+        Choice(
+            "judge_model",
+            "Which judge model should RULER use?",
+            options=tuple(Option(m, m) for m in JUDGE_MODELS),
+            when=is_("reward", "ruler", "custom"),
+            recommend=lambda a: JUDGE_MODELS[0],
+            recommend_reads=(),
+            other=v.litellm_model_id,
+            other_hint="Or type another LiteLLM model id, e.g. `anthropic/claude-sonnet-4-5`.",
+            title="judge model",
+        ),
+        Choice(
+            "train_split",
+            "Which scenarios are used for training?",
+            options=(
+                Option("all", "All scenarios", "Except any held out for validation"),
+                Option("fraction", "A fraction of them"),
+                Option("separate", "A separate source", "A JSONL file on the runner host"),
+            ),
+            when=not_(is_("scenario_source", "generator")),
+            title="training split",
+        ),
+        Text(
+            "train_fraction",
+            "What fraction of the scenarios trains (0 to 1)?",
+            parse=v.float_in(0.0, 1.0, low_open=True),
+            kind="number",
+            when=is_("train_split", "fraction"),
+            example="0.8",
+            title="training fraction",
+        ),
+        Text(
+            "train_source",
+            "The path of the training JSONL file on the runner host?",
+            parse=v.runner_path((".jsonl",)),
+            kind="path",
+            when=is_("train_split", "separate"),
+            example="/data/math/train.jsonl",
+            title="training source",
+        ),
+        Choice(
+            "val_split",
+            "Validation: how should the model be checked during training?",
+            options=(
+                Option("held_out", "Hold out a fraction", "Of the scenarios, never trained on"),
+                Option("separate", "A separate source", "A JSONL file on the runner host"),
+                Option("none", "No validation"),
+            ),
+            when=not_(is_("scenario_source", "generator")),
+            recommend=lambda a: "held_out",
+            recommend_reads=(),
+            help="Validation logs val/reward, which picks the best checkpoint to keep.",
+            title="validation",
+        ),
+        Choice(
+            "val_generated",
+            "Validation: how should the model be checked during training?",
+            options=(
+                Option("generated", "A fixed set from the generator", "Same seed every time"),
+                Option("separate", "A separate source", "A JSONL file on the runner host"),
+                Option("none", "No validation"),
+            ),
+            when=is_("scenario_source", "generator"),
+            recommend=lambda a: "generated",
+            recommend_reads=(),
+            title="validation",
+        ),
+        Text(
+            "val_fraction",
+            "What fraction of the scenarios is held out for validation (between 0 and 1)?",
+            parse=_val_fraction,
+            kind="number",
+            when=is_("val_split", "held_out"),
+            default=lambda a: _check_val_fraction(0.1, a),
+            default_label="0.1",
+            example="0.1",
+            title="validation fraction",
+        ),
+        Text(
+            "val_source",
+            "The path of the validation JSONL file on the runner host?",
+            parse=v.runner_path((".jsonl",)),
+            kind="path",
+            when=any_of(is_("val_split", "separate"), is_("val_generated", "separate")),
+            example="/data/math/val.jsonl",
+            title="validation source",
+        ),
+        Text(
+            "val_every",
+            "Validate every how many training steps?",
+            parse=v.int_in(1, 10_000),
+            kind="number",
+            when=any_of(is_("val_split", "held_out", "separate"), is_("val_generated", "generated", "separate")),
+            default=lambda a: 10,
+            default_label="every 10 steps",
+            help="Validation also runs after the last step.",
+            example="10",
+            title="validation interval",
+        ),
+        Text(
+            "val_max_groups",
+            "At most how many validation scenarios per validation run?",
+            parse=v.int_in(1, 1_000),
+            kind="number",
+            when=any_of(is_("val_split", "held_out", "separate"), is_("val_generated", "generated", "separate")),
+            default=lambda a: 8,
+            default_label="8",
+            help="A cap keeps validation cheap: each scenario costs one group of rollouts.",
+            example="8",
+            title="validation cap",
+        ),
+        Choice(
+            "base_model",
+            "Which base model?",
+            options=tuple(Option(m, m) for m in BASE_MODELS),
+            title="base model",
+        ),
+        Text(
+            "project",
+            "Project name?",
+            parse=v.slug(),
+            default=lambda a: "rl-project",
+            default_label="`rl-project`",
+            example="rl-project",
+        ),
+        Text(
+            "run_name",
+            "Run name? A static, descriptive name such as `math-solver-001` (I won't make one up).",
+            parse=v.slug(),
+            help="It names the model and its checkpoints; resuming uses it, so keep it stable.",
+            example="math-solver-001",
+            title="run name",
+        ),
+        Choice(
+            "backend",
+            "Where does training run?",
+            options=(
+                Option("local", "LocalBackend", "On a GPU host (vLLM + Unsloth)"),
+                Option("serverless", "ServerlessBackend", "W&B Training; needs WANDB_API_KEY"),
+            ),
+        ),
+        Choice(
+            "hyperparameters",
+            "Hyperparameters: use the defaults or customize? Defaults: learning rate 1e-5, 4 rollouts per group, 2 groups per step, 50 steps (open-ended loop) or 3 epochs (dataset loop).",
+            options=(
+                Option("defaults", "Use defaults"),
+                Option("customize", "Customize"),
+            ),
+            recommend=lambda a: "defaults",
+            recommend_reads=(),
+        ),
+        Settings(
+            "hyperparameter_values",
+            "Which hyperparameter do you want to change? Pick one, give its value; `done` when finished.",
+            when=is_("hyperparameters", "customize"),
+            fields=(
+                SettingField("learning_rate", "Learning rate", v.float_in(1e-8, 1e-2), DEFAULT_HYPERPARAMETERS["learning_rate"], hint="From 1e-8 to 1e-2."),
+                SettingField("rollouts_per_group", "Rollouts per group", v.int_in(2, 64), DEFAULT_HYPERPARAMETERS["rollouts_per_group"], hint="2 to 64: GRPO compares rollouts within a group, so it needs at least 2."),
+                SettingField("groups_per_step", "Groups per step", v.int_in(1, 64), DEFAULT_HYPERPARAMETERS["groups_per_step"], hint="1 to 64 scenarios per training step."),
+                SettingField("num_steps", "Training steps (open-ended loop)", v.int_in(1, 100_000), DEFAULT_HYPERPARAMETERS["num_steps"], hint="1 to 100000."),
+                SettingField("num_epochs", "Epochs (dataset loop)", v.int_in(1, 1_000), DEFAULT_HYPERPARAMETERS["num_epochs"], hint="1 to 1000."),
+                SettingField("gpu_memory_utilization", "GPU memory utilization", v.float_in(0.1, 0.95), DEFAULT_HYPERPARAMETERS["gpu_memory_utilization"], when=is_("backend", "local"), hint="0.1 to 0.95; lower it after a CUDA out-of-memory error."),
+            ),
+            help="Pick a value to change by its number or name, then type the new value. Say `done` to keep the rest.",
+            example="2",
+            title="hyperparameters (custom)",
+        ),
+        Choice(
+            "iteration",
+            "How should training iterate?",
+            options=(
+                Option("dataset", "Epochs over the fixed dataset", "iterate_dataset, resumable"),
+                Option("open_ended", "Open-ended step loop", "A fixed number of steps"),
+            ),
+            recommend=lambda a: "open_ended" if a.get("scenario_source") == "generator" else "dataset",
+            recommend_reads=("scenario_source",),
+            check=_check_iteration,
+        ),
+    ],
+)
+
+
+def hyperparameters(answers: Answers) -> dict[str, Any]:
+    """The hyperparameters in force: defaults, overlaid with any customized values."""
+    values = dict(DEFAULT_HYPERPARAMETERS)
+    if answers.get("hyperparameters") == "customize":
+        values.update(answers.get("hyperparameter_values") or {})
+    return values
+
+
+def uses_ruler(answers: Answers) -> bool:
+    return answers.get("reward") in ("ruler", "custom")
+
+
+def code_names(code: str) -> set[str]:
+    """Top-level names a piece of user code defines (to keep it clear of the template's names)."""
+    names: set[str] = set()
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
