@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from flows.steps import AnyStep, Answers, Choice, Settings
+from flows.template_files import templates_dir
 
 
 class FlowDefinitionError(Exception):
@@ -65,6 +66,8 @@ class Flow:
 
 
 def _validate(flow: Flow) -> None:
+    if not (templates_dir() / flow.template).is_file():
+        raise FlowDefinitionError(f"flow {flow.id!r}: template {flow.template!r} does not exist")
     seen: dict[str, int] = {}
     for index, step in enumerate(flow.steps):
         if step.id in seen:

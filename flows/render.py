@@ -5,27 +5,18 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from flows.literals import Code, PyLiteral, code, finalize, ident, py_literal
 from flows.reserved import check_user_code
+from flows.template_files import templates_dir
 from flows.train_rl import TRAIN_RL, hyperparameters, rollout_pattern, uses_ruler
 
 
 class RenderError(ValueError):
     """The answers cannot make a script (missing or inconsistent); says which answer."""
-
-
-def templates_dir() -> Path:
-    """templates/ of a source checkout, or the copy packaged inside flows/ in a wheel."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "templates", here / "_templates"):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("artbot's templates/ folder is missing from this installation")
 
 
 @cache
