@@ -54,6 +54,10 @@ def script_context(answers: Mapping[str, Any]) -> dict[str, Any]:
         "validation": validation,
         "source": "inline" if source in ("inline", "upload") else source,
         "train_split": answers.get("train_split"),
+        # Shuffled splits and generators need `random`; two separate files need nothing of it.
+        "uses_random": source == "generator"
+        or answers.get("train_split") != "separate"
+        or validation == "held_out",
         "tool_execution": answers.get("tool_execution"),
         "task": py_literal(answers["task"]),
         "system_prompt": py_literal(answers.get("system_prompt", "")),
