@@ -248,7 +248,7 @@ def _match_option(step: Choice, options: tuple[OptionView, ...], text: str) -> O
 def _read_attachment(step: Text, session: Session, attachments: tuple[Attachment, ...]) -> Any:
     if not step.accepts_files:
         raise InvalidAnswer("This question does not take a file: type the answer instead.")
-    if len(attachments) > 1:
+    if len(attachments) != 1:
         raise InvalidAnswer("Send one file at a time.")
     attachment = attachments[0]
     if not attachment.name.lower().endswith(step.accepts_files):
@@ -282,7 +282,7 @@ def _strip_code_fence(text: str) -> str:
 
 def _store(flow: Flow, session: Session, step: AnyStep, value: Any) -> Turn:
     answers = {**session.answers, step.id: value}
-    history = tuple(s for s in session.history if s != step.id) + (step.id,)
+    history = (*(s for s in session.history if s != step.id), step.id)
     previous = {k: v for k, v in session.previous.items() if k != step.id}
     failures = {k: v for k, v in session.failures.items() if k != step.id}
     updated = session.changed(
@@ -502,10 +502,13 @@ def _question(flow: Flow, session: Session, step: AnyStep) -> Question:
     elif isinstance(step, Settings):
         values = settings_values(step, session)
         fields = step.active_fields(session.answers)
-        options = tuple(
-            OptionView(f.id, f"{f.label}: {values[f.id]}", f.hint, i, False)
-            for i, f in enumerate(fields, 1)
-        ) + (OptionView(DONE, "Done", "Use these values", len(fields) + 1, False),)
+        options = (
+            *(
+                OptionView(f.id, f"{f.label}: {values[f.id]}", f.hint, i, False)
+                for i, f in enumerate(fields, 1)
+            ),
+            OptionView(DONE, "Done", "Use these values", len(fields) + 1, False),
+        )
         kind = "choice"
     else:
         options = ()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from flows.steps import AnyStep, Answers, Choice, Settings
+from flows.steps import Answers, AnyStep, Choice, Settings
 from flows.template_files import templates_dir
 
 
@@ -45,7 +46,7 @@ class Flow:
                 return step
         return None
 
-    def active_answers(self, answers: Answers) -> dict[str, object]:
+    def active_answers(self, answers: Answers) -> dict[str, Any]:
         """Only the answers of steps that are active now (a changed branch leaves stale ones behind)."""
         return {s.id: answers[s.id] for s in self.active_steps(answers) if s.id in answers}
 

@@ -91,8 +91,8 @@ def script_context(answers: Mapping[str, Any]) -> dict[str, Any]:
         "environment_code": None,
         "generator_code": None,
     }
-    logic = answers.get("reward_logic")
     if reward in ("programmatic", "custom"):
+        logic = answers["reward_logic"]
         if logic["kind"] == "expression":
             # Parsed in eval mode and unparsed to one line when answered; parse again to be sure.
             ast.parse(logic["code"], mode="eval")

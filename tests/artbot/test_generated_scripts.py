@@ -75,7 +75,7 @@ def test_every_variant_passes_dryrun(rendered: dict[str, Path], name: str, tmp_p
     assert report.steps_trained >= 1
     assert report.rollouts > 0 and report.reward_min is not None and report.reward_max is not None
     assert report.reward_max > report.reward_min  # something to learn from
-    if "noval" not in name and name != "http-tools" or name in ("generator", "runner-files"):
+    if ("noval" not in name and name != "http-tools") or name in ("generator", "runner-files"):
         assert report.validations >= 1, report.format()
 
 
