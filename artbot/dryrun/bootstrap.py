@@ -1,0 +1,204 @@
+"""`python -m artbot.dryrun.bootstrap SCRIPT [ARGS...]`: run SCRIPT inside the dry run.
+
+Before the script runs as `__main__`, this process blocks the network, starts the stand-in
+policy, points OpenAI clients and litellm at it, swaps the stand-in trainer into `art`,
+caps the script's size flags and starts recording. Its configuration comes from the
+environment that `artbot.dryrun.runner` prepares (the `ARTBOT_DRYRUN_*` variables).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import runpy
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+
+RECORD_ENV = "ARTBOT_DRYRUN_RECORD"
+MAX_STEPS_ENV = "ARTBOT_DRYRUN_MAX_STEPS"
+SEED_ENV = "ARTBOT_DRYRUN_SEED"
+INJECTED_PATH_ENV = "ARTBOT_DRYRUN_INJECTED_PATH"
+OPENAI_KEY_PLACEHOLDER = "sk-artbot-dryrun-placeholder"
+# W&B API keys are 40 characters; some code checks the length.
+WANDB_KEY_PLACEHOLDER = "artbot-dryrun-placeholder".ljust(40, "0")
+
+
+@dataclass(frozen=True)
+class BootstrapConfig:
+    """What the parent process asks for."""
+
+    record_path: Path
+    max_steps: int
+    seed: int
+
+    @property
+    def step_limit(self) -> int:
+        """The stand-in trainer's hard cap: slack for dataset loops the caps only shorten."""
+        return 2 * self.max_steps
+
+    @classmethod
+    def from_env(cls) -> BootstrapConfig:
+        """Read the `ARTBOT_DRYRUN_*` variables."""
+        return cls(
+            record_path=Path(os.environ[RECORD_ENV]),
+            max_steps=int(os.environ.get(MAX_STEPS_ENV, "3")),
+            seed=int(os.environ.get(SEED_ENV, "0")),
+        )
+
+
+def _script_traceback(error: BaseException, script: Path) -> str:
+    """The traceback from the script's first frame on: the bootstrap's frames are noise."""
+    tb: TracebackType | None = error.__traceback__
+    while tb is not None and Path(tb.tb_frame.f_code.co_filename) != script:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(error), error, tb or error.__traceback__))
+
+
+def _is_step_limit(error: BaseException) -> bool:
+    from artbot.dryrun.standin_backend import DryrunStepLimit
+
+    if isinstance(error, BaseExceptionGroup):
+        return all(_is_step_limit(e) for e in error.exceptions)
+    return isinstance(error, DryrunStepLimit)
+
+
+def _exit_code(error: SystemExit) -> int:
+    if error.code is None:
+        return 0
+    if isinstance(error.code, int):
+        return error.code
+    print(error.code, file=sys.stderr)
+    return 1
+
+
+def _script_lines(frames: list[FrameType], script: Path) -> str:
+    """The script's own frames of a stack, innermost last, plus the innermost frame at all."""
+    summary = traceback.StackSummary.extract(
+        ((f, f.f_lineno) for f in frames), limit=None, lookup_lines=True
+    )
+    kept = [entry for entry in summary if Path(entry.filename) == script]
+    if summary and (not kept or kept[-1] is not summary[-1]):
+        kept.append(summary[-1])
+    return "".join(traceback.format_list(kept))
+
+
+def where_it_is(frame: FrameType | None, script: Path) -> str:
+    """Where the script's code is: its main thread, and every pending asyncio task."""
+    parts: list[str] = []
+    stack: list[FrameType] = []
+    while frame is not None:
+        stack.insert(0, frame)
+        frame = frame.f_back
+    if any(Path(f.f_code.co_filename) == script for f in stack):
+        parts.append("main thread:\n" + _script_lines(stack, script))
+    loop = asyncio.events._get_running_loop()
+    waiting: dict[str, int] = {}
+    for task in asyncio.all_tasks(loop) if loop is not None else ():
+        # Task stacks run outermost first for a suspended coroutine chain.
+        text = _script_lines(task.get_stack(limit=None), script)
+        if str(script) in text:
+            waiting[text] = waiting.get(text, 0) + 1
+    if waiting:
+        # The tasks say more than the event loop's own frames on the main thread.
+        parts = [f"{count} asyncio task(s) at:\n{text}" for text, count in waiting.items()][:5]
+    return "\n".join(parts) or "(not inside the script's code)"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
+    """Run `script` under the dry run; returns its exit code."""
+    from artbot.dryrun.network_guard import install_network_guard
+    from artbot.dryrun.run_record import Recorder
+
+    recorder = Recorder(config.record_path, script=str(script), argv=script_args)
+    recorder.flush()
+    install_network_guard(
+        lambda target: recorder.finding(
+            "network_blocked",
+            "warning",
+            f"the script tried to reach {target}; the dry run blocked it (it makes no "
+            "external call)",
+        )
+    )
+    from artbot.dryrun.policy_server import PolicyServer
+
+    policy = PolicyServer(seed=config.seed).start()
+    recorder.policy_stats = policy.stats_json
+    os.environ["OPENAI_BASE_URL"] = policy.base_url
+    os.environ["OPENAI_API_BASE"] = policy.base_url
+    os.environ["OPENAI_API_KEY"] = OPENAI_KEY_PLACEHOLDER
+    os.environ.setdefault("WANDB_API_KEY", WANDB_KEY_PLACEHOLDER)
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+    from artbot.dryrun import art_patches, standin_backend
+    from artbot.dryrun.arg_caps import dryrun_caps, install_arg_caps
+
+    standin_backend.install_session(
+        standin_backend.DryrunSession(
+            policy=policy,
+            recorder=recorder,
+            step_limit=config.step_limit,
+            art_root=Path.cwd() / ".art",
+        )
+    )
+    art_patches.install_standin_backends()
+    art_patches.silence_wandb()
+    art_patches.install_gather_recording(recorder)
+    art_patches.route_litellm(policy.base_url, OPENAI_KEY_PLACEHOLDER)
+    install_arg_caps(
+        dryrun_caps(config.max_steps),
+        lambda change: recorder.finding(f"cap {change.split()[0]}", "note", f"capped {change}"),
+    )
+
+    injected = os.environ.pop(INJECTED_PATH_ENV, None)
+    if injected and injected in sys.path:
+        sys.path.remove(injected)
+    # As `python SCRIPT` would: the script's folder first on the path, its argv.
+    sys.path.insert(0, str(script.parent))
+    sys.argv = [str(script), *script_args]
+    # The parent sends SIGUSR1 before it kills a run that timed out: say where it hangs.
+    signal.signal(signal.SIGUSR1, lambda _, frame: recorder.stuck(where_it_is(frame, script)))
+    stopped = False
+    exit_code = 0
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as error:
+        exit_code = _exit_code(error)
+        if exit_code != 0:
+            recorder.uncaught(f"SystemExit: {error.code}", _script_traceback(error, script))
+    except BaseException as error:
+        if _is_step_limit(error):
+            stopped = True
+            print(f"[artbot dryrun] {_first_line(str(error))}", file=sys.stderr)
+        else:
+            text = _script_traceback(error, script)
+            sys.stderr.write(text)
+            summary = f"{type(error).__name__}: {_first_line(str(error))}".rstrip(": ")
+            recorder.uncaught(summary, text)
+            exit_code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    recorder.finish(exit_code, stopped_at_step_limit=stopped)
+    policy.stop()
+    return exit_code
+
+
+def main() -> None:
+    """Entry point: `python -m artbot.dryrun.bootstrap SCRIPT [ARGS...]`."""
+    if len(sys.argv) < 2:
+        print("usage: python -m artbot.dryrun.bootstrap SCRIPT [ARGS...]", file=sys.stderr)
+        raise SystemExit(2)
+    script = Path(sys.argv[1]).resolve()
+    sys.exit(run(script, sys.argv[2:], BootstrapConfig.from_env()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""`artbot dryrun SCRIPT [ARGS...]`: the command-line face of `dryrun_script`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from artbot.dryrun.report import DryrunReport
+from artbot.dryrun.runner import dryrun_script
+
+DESCRIPTION = (
+    "Run an ART training script end to end on this CPU in seconds: a stand-in policy "
+    "(and RULER judge) on 127.0.0.1, a stand-in trainer in place of LocalBackend / "
+    "ServerlessBackend, no external call. The script is not edited; its size flags "
+    "(--num-steps, --num-epochs, --dataset-size, ...) are capped for the run. Exits 0 "
+    "when the script ran to the end and trained something learnable."
+)
+
+
+def add_dryrun_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the `dryrun` options and positionals to `parser` (a subcommand's parser)."""
+    parser.description = parser.description or DESCRIPTION
+    parser.add_argument(
+        "--max-steps",
+        dest="dryrun_max_steps",
+        type=int,
+        default=3,
+        metavar="N",
+        help="cap the script's --num-steps at N (the stand-in trainer stops at 2*N) [3]",
+    )
+    parser.add_argument(
+        "--timeout",
+        dest="dryrun_timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="kill the run (and everything it started) after this long [300]",
+    )
+    parser.add_argument(
+        "--workdir",
+        dest="dryrun_workdir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run in DIR and keep what the run wrote there (default: a temporary folder)",
+    )
+    parser.add_argument(
+        "--json",
+        dest="dryrun_json",
+        action="store_true",
+        help="print the report as JSON",
+    )
+    parser.add_argument("dryrun_script", type=Path, metavar="SCRIPT", help="the training script")
+    parser.add_argument(
+        "dryrun_args",
+        nargs=argparse.REMAINDER,
+        metavar="ARGS",
+        help="arguments for the script (after SCRIPT; dryrun's own options go before it)",
+    )
+
+
+def report_json(report: DryrunReport) -> str:
+    """The report as JSON, with `ok`."""
+    return json.dumps({**asdict(report), "script": str(report.script), "ok": report.ok}, indent=2)
+
+
+def run_dryrun_command(args: argparse.Namespace) -> int:
+    """Dry-run the script named in `args`, print the report; 0 if ok, 1 if not, 2 on misuse."""
+    script_args = list(args.dryrun_args)
+    if script_args[:1] == ["--"]:
+        script_args = script_args[1:]
+    try:
+        report = dryrun_script(
+            args.dryrun_script,
+            script_args=script_args,
+            max_steps=args.dryrun_max_steps,
+            timeout_s=args.dryrun_timeout,
+            workdir=args.dryrun_workdir,
+        )
+    except (FileNotFoundError, ValueError) as error:
+        print(f"artbot dryrun: {error}", file=sys.stderr)
+        return 2
+    print(report_json(report) if args.dryrun_json else report.format())
+    return 0 if report.ok else 1

@@ -1,0 +1,273 @@
+"""The verdict on a dry run: what happened, and why it is (not) ok, in plain words."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from artbot.dryrun.run_record import RunRecord
+
+# Errors that ART 0.5.18 scripts commonly die of, and what to do about them (see art-notes).
+ERROR_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(
+            r"cannot import name 'LocalBackend' from 'art'|module 'art' has no attribute 'LocalBackend'"
+        ),
+        "art.LocalBackend is listed in art.__all__ but never defined: use "
+        "`from art.local import LocalBackend`",
+    ),
+    (
+        re.compile(r"No module named '(?!art\b)([\w.]+)'"),
+        "the dry run uses artbot's own Python environment; a dependency the script declares "
+        "beyond openpipe-art and its pins is not installed there",
+    ),
+    (
+        re.compile(r"has no attribute 'train'|TrainConfig"),
+        "TrainableModel.train(...) and art.TrainConfig are gone in openpipe-art 0.5: use "
+        "`await backend.train(model, groups, learning_rate=...)` then `await model.log(...)`",
+    ),
+    (
+        re.compile(r"has no attribute 'final_answer'|object has no field \"final_answer\""),
+        "art.Trajectory has no final_answer field: use a subclass or `metadata`",
+    ),
+)
+
+
+def hint_for(error: str) -> str | None:
+    """Advice for an error message that ART scripts commonly hit, if it is one of those."""
+    return next((hint for pattern, hint in ERROR_HINTS if pattern.search(error)), None)
+
+
+@dataclass(frozen=True)
+class HistorySummary:
+    """What `model.log` wrote to the models' `history.jsonl` files."""
+
+    train_rows: int = 0
+    validations: int = 0
+    last_val_reward: float | None = None
+
+
+def read_history(model_dirs: Iterable[str]) -> HistorySummary:
+    """Count train and validation rows (those with `val/reward`) across `model_dirs`."""
+    train_rows = validations = 0
+    last_val_reward: float | None = None
+    for model_dir in model_dirs:
+        path = Path(model_dir, "history.jsonl")
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict):
+                continue
+            if any(str(key).startswith("train/") for key in row):
+                train_rows += 1
+            if isinstance(row.get("val/reward"), int | float):
+                validations += 1
+                last_val_reward = float(row["val/reward"])
+    return HistorySummary(train_rows, validations, last_val_reward)
+
+
+@dataclass(frozen=True)
+class DryrunReport:
+    """The outcome of `artbot dryrun SCRIPT`."""
+
+    script: Path
+    exit_code: int | None  # None on timeout
+    rollouts: int
+    rollout_exceptions: int
+    reward_min: float | None
+    reward_max: float | None
+    steps_trained: int
+    validations: int
+    last_val_reward: float | None
+    first_error: str | None  # first real error, with its traceback
+    problems: tuple[str, ...]  # why it is not ok, in plain words
+    output_tail: str  # last lines of the script's output
+    warnings: tuple[str, ...] = ()  # worth a look, but the run is still ok
+    notes: tuple[str, ...] = ()  # what the dry run changed (caps, redirected paths)
+    duration_s: float = 0.0
+    stuck_at: str | None = None  # on timeout: the stacks where the script was waiting
+    policy_requests: int = 0  # chat completions the stand-in policy answered
+    judge_requests: int = 0  # of those, RULER judge calls
+    tool_call_replies: int = 0  # of those, answered with a tool call
+
+    @property
+    def ok(self) -> bool:
+        """True when the script ran to the end and trained something learnable."""
+        return not self.problems
+
+    def format(self) -> str:
+        """A human summary: verdict, numbers, problems, warnings, first error, output tail."""
+        verdict = "ok" if self.ok else f"FAILED ({len(self.problems)} problem(s))"
+        exit_text = "timed out" if self.exit_code is None else f"exit code {self.exit_code}"
+        lines = [
+            f"{self.script}: dry run {verdict}",
+            f"  {exit_text} after {self.duration_s:.1f} s",
+        ]
+        rewards = (
+            f", rewards {self.reward_min:g}..{self.reward_max:g}"
+            if self.reward_min is not None and self.reward_max is not None
+            else ""
+        )
+        raised = f" ({self.rollout_exceptions} raised)" if self.rollout_exceptions else ""
+        lines.append(f"  rollouts: {self.rollouts}{raised}{rewards}")
+        validation = (
+            f", last val/reward {self.last_val_reward:g}"
+            if self.last_val_reward is not None
+            else ""
+        )
+        lines.append(
+            f"  steps trained: {self.steps_trained}, validations: {self.validations}{validation}"
+        )
+        if self.policy_requests:
+            lines.append(
+                f"  policy: {self.policy_requests} requests ({self.judge_requests} RULER judge, "
+                f"{self.tool_call_replies} answered with a tool call)"
+            )
+        for title, items in (
+            ("problems", self.problems),
+            ("warnings (not failures)", self.warnings),
+            ("dry-run notes", self.notes),
+        ):
+            if items:
+                lines.append(f"  {title}:")
+                lines.extend(f"    - {item}" for item in items)
+        if self.first_error:
+            lines.append("  first error:")
+            lines.extend(f"    {line}" for line in self.first_error.rstrip().splitlines())
+        if self.stuck_at:
+            lines.append("  where it was when it was killed:")
+            lines.extend(f"    {line}" for line in self.stuck_at.rstrip().splitlines())
+        if self.output_tail and not self.ok:
+            lines.append("  output (last lines):")
+            lines.extend(f"    | {line}" for line in self.output_tail.rstrip().splitlines())
+        return "\n".join(lines)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def build_report(
+    script: Path,
+    record: RunRecord | None,
+    *,
+    exit_code: int | None,
+    timeout_s: float,
+    output_tail: str,
+    duration_s: float,
+) -> DryrunReport:
+    """Judge a finished (or killed) dry run from its record and its models' history."""
+    missing = record is None
+    record = record or RunRecord(script=str(script))
+    history = read_history(record.model_dirs)
+    problems: list[str] = []
+    warnings: list[str] = []
+    notes = [f.message for f in record.findings if f.severity == "note"]
+    steps_trained = len(record.steps)
+    rollouts = record.rollouts or (
+        0 if record.gathers else sum(s.trajectories for s in record.steps)
+    )
+
+    if exit_code is None:
+        cause = (
+            "the script had finished but the process did not exit (a non-daemon thread or "
+            "child process kept it alive)"
+            if record.finished
+            else f"after {_plural(steps_trained, 'trained step')}"
+        )
+        problems.append(f"it timed out after {timeout_s:g} s and was killed: {cause}")
+    elif missing:
+        problems.append(
+            f"the dry run failed before the script ran (exit code {exit_code}, no record "
+            "written): see the output"
+        )
+    elif exit_code != 0:
+        if record.uncaught_error:
+            hint = hint_for(record.uncaught_error)
+            problems.append(
+                f"the script raised {record.uncaught_error} (exit code {exit_code})"
+                + (f"; hint: {hint}" if hint else "")
+            )
+        else:
+            problems.append(f"the script exited with code {exit_code}")
+    if rollouts == 0 and record.rollout_exceptions:
+        problems.append(
+            f"every rollout raised ({record.rollout_exceptions} of {record.rollout_exceptions}): "
+            "there was nothing to train on"
+        )
+    if steps_trained == 0:
+        problems.append("it trained zero steps: backend.train(...) never completed")
+    elif not any(step.trainable_groups for step in record.steps):
+        rewards = (
+            f" (every reward was {record.reward_min:g})"
+            if record.reward_min is not None and record.reward_min == record.reward_max
+            else ""
+        )
+        problems.append(
+            "it succeeds with nothing trainable: in every group handed to backend.train all "
+            f"rewards were equal{rewards}, and GRPO learns nothing from a group whose "
+            "rewards are all the same"
+        )
+    for finding in record.findings:
+        times = f" [{_plural(finding.count, 'time')}]" if finding.count > 1 else ""
+        if finding.severity == "problem":
+            problems.append(finding.message + times)
+        elif finding.severity == "warning":
+            warnings.append(finding.message + times)
+
+    if rollouts and record.rollout_exceptions:
+        warnings.insert(
+            0,
+            f"{record.rollout_exceptions} of {rollouts + record.rollout_exceptions} rollouts "
+            "raised and were swallowed by max_exceptions; the others succeeded, so this is a "
+            "warning, not a failure (the first traceback is below)",
+        )
+    if record.groups_dropped:
+        warnings.append(
+            f"after_each returned None for {_plural(record.groups_dropped, 'group')}, which "
+            "gather_trajectory_groups then dropped (ruler_score_group does this when "
+            "swallow_exceptions=True hides a judge error)"
+        )
+    if steps_trained and history.train_rows == 0:
+        warnings.append('model.log(..., split="train") never wrote train metrics to history.jsonl')
+    policy = record.policy
+    if policy.get("stale_model_requests"):
+        warnings.append(
+            f"{policy['stale_model_requests']} policy request(s) named an older checkpoint than "
+            f"the newest (e.g. {policy.get('stale_example')}): call "
+            "model.get_inference_name() for each request, not once"
+        )
+    if record.stopped_at_step_limit:
+        notes.append(
+            f"the stand-in trainer stopped the run after {_plural(steps_trained, 'step')} (its "
+            "hard cap); code after the training loop did not run"
+        )
+
+    return DryrunReport(
+        script=script,
+        exit_code=exit_code,
+        rollouts=rollouts,
+        rollout_exceptions=record.rollout_exceptions,
+        reward_min=record.reward_min,
+        reward_max=record.reward_max,
+        steps_trained=steps_trained,
+        validations=history.validations,
+        last_val_reward=history.last_val_reward,
+        first_error=record.first_error,
+        problems=tuple(problems),
+        output_tail=output_tail,
+        warnings=tuple(warnings),
+        notes=tuple(notes),
+        duration_s=duration_s,
+        stuck_at=record.stuck_at,
+        policy_requests=int(policy.get("requests", 0)),
+        judge_requests=int(policy.get("judge_requests", 0)),
+        tool_call_replies=int(policy.get("tool_call_replies", 0)),
+    )

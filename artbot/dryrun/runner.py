@@ -1,0 +1,227 @@
+"""Run a script under the dry run in a child process, with a timeout, and judge it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from artbot.dryrun.bootstrap import (
+    INJECTED_PATH_ENV,
+    MAX_STEPS_ENV,
+    OPENAI_KEY_PLACEHOLDER,
+    RECORD_ENV,
+    WANDB_KEY_PLACEHOLDER,
+)
+from artbot.dryrun.report import DryrunReport, build_report
+from artbot.dryrun.run_record import load_record
+
+OUTPUT_CAP_BYTES = 256 * 1024
+TAIL_LINES = 40
+COPY_LIMIT_BYTES = 5 * 1024 * 1024
+STACK_DUMP_WAIT_S = 2.0
+SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$|^AWS_", re.IGNORECASE)
+SECRET_PLACEHOLDER = "artbot-dryrun-placeholder"
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+PROGRESS_BAR = re.compile(r"^(?P<label>[^:|]{0,60}):\s+\d+%\|")
+# Set by the bootstrap to the stand-in policy; a stale value must not leak through.
+DROPPED_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
+
+
+def dryrun_environment(
+    base: Mapping[str, str], *, record_path: Path, max_steps: int
+) -> dict[str, str]:
+    """The child's environment: no real secrets, offline libraries, the bootstrap's config."""
+    env = {
+        name: (SECRET_PLACEHOLDER if SECRET_NAME.search(name) else value)
+        for name, value in base.items()
+        if name not in DROPPED_VARIABLES
+    }
+    package_root = str(Path(__file__).resolve().parents[2])
+    if "PYTHONPYCACHEPREFIX" not in env:
+        # A dry run imports ~2,700 modules (art, litellm, openai); compiling them afresh in
+        # every run costs seconds. Cache the bytecode in artbot's own cache folder.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode_cache_dir(base))
+    env.update(
+        {
+            # Placeholders pass the scripts' startup checks; the real keys never reach the child.
+            "OPENAI_API_KEY": OPENAI_KEY_PLACEHOLDER,
+            "WANDB_API_KEY": WANDB_KEY_PLACEHOLDER,
+            "WANDB_MODE": "offline",
+            "WANDB_SILENT": "true",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(p for p in (package_root, base.get("PYTHONPATH")) if p),
+            INJECTED_PATH_ENV: package_root,
+            RECORD_ENV: str(record_path),
+            MAX_STEPS_ENV: str(max_steps),
+        }
+    )
+    return env
+
+
+def bytecode_cache_dir(env: Mapping[str, str]) -> Path:
+    """Where dry runs keep compiled bytecode: `$XDG_CACHE_HOME/artbot/pycache`."""
+    cache_home = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home, "artbot", "pycache")
+
+
+def stage_workdir(script: Path, workdir: Path) -> None:
+    """Make the script's neighbours visible from `workdir`, where the script runs.
+
+    Small files are copied (so writes stay in the dry run); folders and big files are
+    linked, for reading the data a script loads by relative path.
+    """
+    for entry in script.parent.iterdir():
+        target = workdir / entry.name
+        if entry.name.startswith(".") or entry.name == "__pycache__" or target.exists():
+            continue
+        if entry.is_file() and entry.stat().st_size <= COPY_LIMIT_BYTES:
+            shutil.copy2(entry, target)
+        else:
+            target.symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
+
+
+class OutputTail:
+    """The last `OUTPUT_CAP_BYTES` of a stream, read in a thread."""
+
+    def __init__(self) -> None:
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._thread: threading.Thread | None = None
+
+    def follow(self, stream: IO[bytes]) -> None:
+        """Start reading `stream` (a pipe) until it closes."""
+        self._thread = threading.Thread(target=self._read, args=(stream.fileno(),), daemon=True)
+        self._thread.start()
+
+    def _read(self, fd: int) -> None:
+        # os.read returns whatever is there: the tail stays current while the child runs.
+        while chunk := os.read(fd, 65536):
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            while self._size - len(self._chunks[0]) >= OUTPUT_CAP_BYTES:
+                self._size -= len(self._chunks.popleft())
+
+    def wait(self, timeout: float) -> None:
+        """Wait for the reader to reach the end of the stream."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def lines(self, count: int = TAIL_LINES) -> str:
+        """The last `count` lines as a terminal would leave them: progress bars collapsed."""
+        return "\n".join(readable_lines(b"".join(self._chunks).decode(errors="replace"))[-count:])
+
+
+def readable_lines(text: str) -> list[str]:
+    """`text` without ANSI escapes or blank lines, each tqdm bar reduced to its last state."""
+    shown: list[str] = []
+    for raw in ANSI_ESCAPE.sub("", text).splitlines():
+        # tqdm redraws with "\r" (and cursor moves): keep what the terminal would show.
+        line = next((part for part in reversed(raw.split("\r")) if part.strip()), "")
+        if not line.strip():
+            continue
+        bar = PROGRESS_BAR.match(line)
+        previous = PROGRESS_BAR.match(shown[-1]) if shown else None
+        if bar and previous and previous["label"] == bar["label"]:
+            shown[-1] = line
+            continue
+        shown.append(line)
+    return shown
+
+
+@contextlib.contextmanager
+def _working_directory(workdir: Path | None) -> Iterator[Path]:
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        yield workdir
+        return
+    with tempfile.TemporaryDirectory(prefix="artbot-dryrun-") as temporary:
+        yield Path(temporary)
+
+
+def _ask_where_it_hangs(process: subprocess.Popen[bytes], record_path: Path) -> None:
+    # The bootstrap answers SIGUSR1 by recording the stacks; give it a moment.
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + STACK_DUMP_WAIT_S
+    while time.monotonic() < deadline:
+        record = load_record(record_path)
+        if record is not None and record.stuck_at:
+            return
+        time.sleep(0.05)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    # The child leads its own session, so its group is exactly what this run started.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def dryrun_script(
+    path: Path,
+    *,
+    script_args: Sequence[str] = (),
+    max_steps: int = 3,
+    timeout_s: float = 300.0,
+    workdir: Path | None = None,
+) -> DryrunReport:
+    """Run the ART training script at `path` on a CPU with the stand-in policy and trainer."""
+    script = path.resolve()
+    if not script.is_file():
+        raise FileNotFoundError(f"no such script: {path}")
+    if max_steps < 1:
+        raise ValueError("max_steps must be at least 1")
+    started = time.monotonic()
+    with _working_directory(workdir) as cwd:
+        stage_workdir(script, cwd)
+        record_dir = Path(tempfile.mkdtemp(prefix="artbot-dryrun-record-"))
+        try:
+            record_path = record_dir / "record.json"
+            process = subprocess.Popen(
+                [sys.executable, "-m", "artbot.dryrun.bootstrap", str(script), *script_args],
+                cwd=cwd,
+                env=dryrun_environment(os.environ, record_path=record_path, max_steps=max_steps),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            output = OutputTail()
+            assert process.stdout is not None
+            output.follow(process.stdout)
+            exit_code: int | None
+            try:
+                exit_code = process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                exit_code = None
+                _ask_where_it_hangs(process, record_path)
+            # Also on a normal exit: leftovers of the script (its own children) go too.
+            _kill_group(process)
+            process.wait()
+            output.wait(timeout=5)
+            process.stdout.close()
+            return build_report(
+                script,
+                load_record(record_path),
+                exit_code=exit_code,
+                timeout_s=timeout_s,
+                output_tail=output.lines(),
+                duration_s=time.monotonic() - started,
+            )
+        finally:
+            shutil.rmtree(record_dir, ignore_errors=True)

@@ -1,0 +1,412 @@
+"""The stand-in trainer: `art.Backend` implementations that train nothing, on a CPU, at once.
+
+They keep LocalBackend's on-disk records (`model.json`, `checkpoints/NNNN/`; `model.log`
+adds `history.jsonl` itself), serve the model through the stand-in policy server, check
+what a script hands to `train`, and accept exactly the arguments the real backends accept.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import art
+import art.serverless.backend
+from art import dev
+from art.backend import AnyModel, AnyTrainableModel, Backend
+from art.metrics_taxonomy import TRAIN_GRADIENT_STEPS_KEY
+from art.trajectories import Trajectory, TrajectoryGroup
+from art.types import (
+    LocalTrainResult,
+    ServerlessTrainResult,
+    TrainConfig,
+    TrainResult,
+    TrainSFTConfig,
+)
+from art.utils.output_dirs import get_model_dir
+
+from artbot.dryrun.group_checks import check_groups
+from artbot.dryrun.policy_server import PolicyServer
+from artbot.dryrun.run_record import Recorder, TrainedStep
+
+INFERENCE_API_KEY = "artbot-dryrun"
+CHECKPOINT_FILE = "dryrun_checkpoint.json"
+
+
+class DryrunStepLimit(BaseException):
+    """The stand-in trainer's hard cap on steps: a clean stop of the dry run, not a failure.
+
+    A BaseException so that a script's `except Exception` around its loop cannot swallow it.
+    """
+
+
+@dataclass
+class DryrunSession:
+    """What the stand-in backends share inside one dry-run process."""
+
+    policy: PolicyServer
+    recorder: Recorder
+    step_limit: int
+    art_root: Path
+    steps_trained: int = 0
+
+
+_session: DryrunSession | None = None
+
+
+def install_session(session: DryrunSession | None) -> None:
+    """Make `session` the one the stand-in backends use (None: none; tests reset it)."""
+    global _session
+    _session = session
+
+
+def current_session() -> DryrunSession:
+    """The installed session; the stand-ins only make sense inside `artbot dryrun`."""
+    if _session is None:
+        raise RuntimeError("The artbot stand-in backends only run inside `artbot dryrun`.")
+    return _session
+
+
+def _literal_or_none(node: ast.expr | None) -> Any:
+    if node is None:
+        return inspect.Parameter.empty
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
+def local_train_signature() -> inspect.Signature:
+    """`art.local.LocalBackend.train`'s signature, read from its source.
+
+    Importing art/local/backend.py needs torch, which a CPU dry run does not have.
+    """
+    spec = importlib.util.find_spec("art")
+    assert spec is not None and spec.submodule_search_locations
+    source = Path(next(iter(spec.submodule_search_locations)), "local", "backend.py")
+    tree = ast.parse(source.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "LocalBackend":
+            for item in node.body:
+                if isinstance(item, ast.AsyncFunctionDef) and item.name == "train":
+                    return _signature_of(item.args)
+    raise LookupError(f"LocalBackend.train not found in {source}")
+
+
+def _signature_of(args: ast.arguments) -> inspect.Signature:
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    defaults += list(args.defaults)
+    parameters = [
+        inspect.Parameter(
+            arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=_literal_or_none(default)
+        )
+        for arg, default in zip(positional, defaults, strict=True)
+    ]
+    parameters += [
+        inspect.Parameter(
+            arg.arg, inspect.Parameter.KEYWORD_ONLY, default=_literal_or_none(default)
+        )
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    ]
+    return inspect.Signature(parameters)
+
+
+# Taken at import, before the bootstrap swaps the stand-in into art.serverless.backend.
+SERVERLESS_TRAIN_SIGNATURE = inspect.signature(art.serverless.backend.ServerlessBackend.train)
+
+
+def delete_checkpoint_dirs(model_dir: str, steps_to_keep: list[int]) -> None:
+    """Delete `checkpoints/NNNN` dirs not in `steps_to_keep`, as art/local/checkpoints.py does."""
+    checkpoint_base_dir = os.path.join(model_dir, "checkpoints")
+    if not os.path.exists(checkpoint_base_dir):
+        return
+    for name in os.listdir(checkpoint_base_dir):
+        path = os.path.join(checkpoint_base_dir, name)
+        if os.path.isdir(path) and name.isdigit() and int(name) not in steps_to_keep:
+            shutil.rmtree(path)
+            print(f"Deleted checkpoint {path}")
+
+
+def newest_step(model_dir: str) -> int:
+    """The highest `checkpoints/NNNN` step under `model_dir`, 0 when there is none."""
+    checkpoint_dir = os.path.join(model_dir, "checkpoints")
+    if not os.path.isdir(checkpoint_dir):
+        return 0
+    return max(
+        (
+            int(name)
+            for name in os.listdir(checkpoint_dir)
+            if name.isdigit() and os.path.isdir(os.path.join(checkpoint_dir, name))
+        ),
+        default=0,
+    )
+
+
+def _has_validation(model_dir: str) -> bool:
+    history = Path(model_dir, "history.jsonl")
+    return history.is_file() and '"val/' in history.read_text()
+
+
+class StandinBackend(Backend):
+    """What both stand-ins share; subclasses only differ in constructor and result type."""
+
+    backend_name = "Backend"
+
+    def __init__(self, path: str | None) -> None:
+        self._session = current_session()
+        self._path = self._art_path(path)
+        os.makedirs(self._path, exist_ok=True)
+
+    def _art_path(self, path: str | None) -> str:
+        root = self._session.art_root
+        if path is None:
+            return str(root)
+        resolved = Path(path).expanduser().resolve()
+        # A dry run writes nothing outside its working directory.
+        if not resolved.is_relative_to(Path.cwd().resolve()):
+            self._session.recorder.finding(
+                "path_redirected",
+                "note",
+                f"{self.backend_name}(path={path!r}) was redirected to {root} so that the dry "
+                "run writes nothing outside its working directory.",
+            )
+            return str(root)
+        return str(resolved)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def supports_automatic_train_step_metrics(self) -> bool:
+        """Like LocalBackend: `model.log(split="train")` adds `time/step_wall_s`."""
+        return True
+
+    async def close(self) -> None:
+        return None
+
+    def _model_dir(self, model: AnyModel) -> str:
+        return get_model_dir(model=model, art_path=self._path)
+
+    async def register(self, model: AnyModel) -> None:
+        model.base_path = self._path
+        output_dir = self._model_dir(model)
+        os.makedirs(output_dir, exist_ok=True)
+        with open(f"{output_dir}/model.json", "w") as f:
+            json.dump(model.model_dump(), f, default=str)
+        self._session.policy.serve_model(model.name, newest_step(output_dir))
+        self._session.recorder.model_registered(output_dir)
+
+    def _model_inference_name(self, model: AnyModel, step: int | None = None) -> str:
+        if step is None:
+            step = newest_step(self._model_dir(model)) if model.trainable else 0
+        return f"{model.name}@{step}"
+
+    async def _get_step(self, model: AnyTrainableModel) -> int:
+        return newest_step(self._model_dir(model))
+
+    async def _delete_checkpoint_files(
+        self, model: AnyTrainableModel, steps_to_keep: list[int]
+    ) -> None:
+        model_dir = self._model_dir(model)
+        if not _has_validation(model_dir):
+            self._session.recorder.finding(
+                "delete_without_validation",
+                "warning",
+                "model.delete_checkpoints() ran before any validation was logged (no `val/` "
+                "metric in history.jsonl), so it could only keep the newest checkpoint.",
+            )
+        delete_checkpoint_dirs(model_dir, steps_to_keep)
+
+    async def _prepare_backend_for_training(
+        self, model: AnyTrainableModel, config: dev.OpenAIServerConfig | None = None
+    ) -> tuple[str, str]:
+        return self._session.policy.base_url, INFERENCE_API_KEY
+
+    def _train_signature(self) -> inspect.Signature:
+        raise NotImplementedError
+
+    def _validate_arguments(self, arguments: dict[str, Any]) -> None:
+        # pydantic checks the learning rate's type, as build_rl_train_configs would.
+        TrainConfig(learning_rate=arguments["learning_rate"])
+
+    def _result(self, step: int, metrics: dict[str, float], checkpoint: str) -> TrainResult:
+        raise NotImplementedError
+
+    async def train(
+        self,
+        model: AnyTrainableModel,
+        trajectory_groups: Iterable[TrajectoryGroup],
+        *args: Any,
+        **kwargs: Any,
+    ) -> TrainResult:
+        """Check the groups, write the next checkpoint dir, return LocalBackend-like metrics."""
+        bound = self._train_signature().bind(self, model, trajectory_groups, *args, **kwargs)
+        bound.apply_defaults()
+        self._validate_arguments(dict(bound.arguments))
+        session = self._session
+        if session.steps_trained >= session.step_limit:
+            raise DryrunStepLimit(
+                f"artbot dryrun: the stand-in trainer stops at its limit of "
+                f"{session.step_limit} steps."
+            )
+        started = time.monotonic()
+        groups = list(trajectory_groups)
+        model_dir = self._model_dir(model)
+        step = newest_step(model_dir) + 1
+        check = check_groups(groups, step=step)
+        for finding in check.findings:
+            session.recorder.finding(finding.kind, finding.severity, finding.message)
+        if check.trainable_groups == 0:
+            # The same words the real LocalBackend prints in this case.
+            print(
+                "Skipping tuning as there is no suitable data. "
+                "This can happen when all the trajectories in the same group "
+                "have the same reward and thus no advantage to train on."
+            )
+        checkpoint = os.path.join(model_dir, "checkpoints", f"{step:04d}")
+        os.makedirs(checkpoint, exist_ok=True)
+        with open(os.path.join(checkpoint, CHECKPOINT_FILE), "w") as f:
+            json.dump({"step": step, "stand_in": "artbot dryrun: no weights were trained"}, f)
+        session.steps_trained += 1
+        session.policy.serve_model(model.name, step)
+        session.recorder.step_trained(
+            TrainedStep(
+                step=step,
+                groups=check.groups,
+                trajectories=check.trajectories,
+                trainable_groups=check.trainable_groups,
+            )
+        )
+        metrics = self._metrics(groups, check.trainable_groups, bound.arguments, started)
+        print(
+            f"[artbot dryrun] stand-in trainer: step {step}, {check.trainable_groups} of "
+            f"{check.groups} groups trainable"
+        )
+        return self._result(step, metrics, checkpoint)
+
+    def _metrics(
+        self,
+        groups: list[TrajectoryGroup],
+        trainable_groups: int,
+        arguments: dict[str, Any],
+        started: float,
+    ) -> dict[str, float]:
+        from art._backend_training import aggregate_rl_training_metrics
+
+        valid = [g for g in groups if isinstance(g, TrajectoryGroup)]
+        rewards = [t.reward for g in valid for t in g.trajectories if math.isfinite(t.reward)]
+        spread = (max(rewards) - min(rewards)) if rewards else 0.0
+        # Numbers of the right kind and magnitude; nothing was learned.
+        sample = {
+            "loss/train": round(0.05 * spread, 6) if trainable_groups else 0.0,
+            "loss/grad_norm": round(0.5 * spread, 6) if trainable_groups else 0.0,
+            "loss/learning_rate": float(arguments["learning_rate"]),
+            TRAIN_GRADIENT_STEPS_KEY: float(1 if trainable_groups else 0),
+        }
+        return aggregate_rl_training_metrics(
+            training_metrics=[sample], trajectory_groups=valid, trainer_started=started
+        )
+
+    def _train_sft(
+        self,
+        model: AnyTrainableModel,
+        trajectories: Iterable[Trajectory],
+        config: TrainSFTConfig,
+        dev_config: dev.TrainSFTConfig,
+        verbose: bool = False,
+    ) -> AsyncIterator[dict[str, float]]:
+        raise NotImplementedError("artbot dryrun simulates RL training only, not train_sft.")
+
+
+class StandinLocalBackend(StandinBackend):
+    """Stands in for `art.local.LocalBackend`, with its constructor signature."""
+
+    backend_name = "LocalBackend"
+    _signature: inspect.Signature | None = None
+
+    def __init__(
+        self,
+        *,
+        in_process: bool = False,
+        path: str | None = None,
+        gpu_cost_per_hour_usd: float | None = None,
+    ) -> None:
+        super().__init__(path)
+        self._in_process = in_process
+        self._gpu_cost_per_hour_usd = gpu_cost_per_hour_usd
+
+    def _train_signature(self) -> inspect.Signature:
+        if StandinLocalBackend._signature is None:
+            StandinLocalBackend._signature = local_train_signature()
+        return StandinLocalBackend._signature
+
+    def _validate_arguments(self, arguments: dict[str, Any]) -> None:
+        # The checks LocalBackend.train makes before it touches a GPU.
+        if arguments.get("loss_fn") not in {"cispo", "ppo"}:
+            raise ValueError("LocalBackend only supports loss_fn='cispo' or 'ppo'.")
+        if arguments.get("loss_fn_config") is not None:
+            raise ValueError("LocalBackend requires loss_fn_config=None.")
+        if arguments.get("adam_params") is not None:
+            raise ValueError("LocalBackend requires adam_params=None.")
+        super()._validate_arguments(arguments)
+
+    def _result(self, step: int, metrics: dict[str, float], checkpoint: str) -> TrainResult:
+        return LocalTrainResult(step=step, metrics=metrics, checkpoint_path=checkpoint)
+
+
+class StandinServerlessBackend(StandinBackend):
+    """Stands in for `art.ServerlessBackend`, with its constructor signature."""
+
+    backend_name = "ServerlessBackend"
+
+    def __init__(self, *, api_key: str | None = None, base_url: str | None = None) -> None:
+        if api_key is None and os.environ.get("WANDB_API_KEY") is None:
+            # The real client's check, word for word.
+            raise ValueError(
+                "The api_key client option must be set either by passing api_key to the "
+                "client or by setting the WANDB_API_KEY environment variable"
+            )
+        super().__init__(None)
+        self._base_url = base_url
+
+    async def register(self, model: AnyModel) -> None:
+        if not isinstance(model, art.TrainableModel):
+            print("Registering a non-trainable model with the Serverless backend is not supported.")
+            return
+        # What the W&B service fills in on the real backend.
+        model.entity = model.entity or "artbot-dryrun"
+        model.id = model.id or f"dryrun-{model.project}-{model.name}"
+        model.run_id = model.run_id or f"dryrun-{model.name}"
+        await super().register(model)
+
+    async def delete(self, model: AnyModel) -> None:
+        """Forget the model's checkpoints."""
+        shutil.rmtree(self._model_dir(model), ignore_errors=True)
+
+    def _train_signature(self) -> inspect.Signature:
+        return SERVERLESS_TRAIN_SIGNATURE
+
+    def _result(self, step: int, metrics: dict[str, float], checkpoint: str) -> TrainResult:
+        model_name = Path(checkpoint).parents[1].name
+        return ServerlessTrainResult(
+            step=step, metrics=metrics, artifact_name=f"{model_name}:step{step}"
+        )
