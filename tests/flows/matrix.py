@@ -53,9 +53,17 @@ def apply_action(game, action):
 def is_finished(game):
     return game["won"] or len(game["guesses"]) >= 5
 '''
+# Composite rewards (correctness minus a verbosity penalty): they vary even under the dry run's
+# stand-in policy, which rarely gets an exact answer right by chance.
 REWARD_BY_PATTERN = {
-    "single": {"kind": "expression", "code": "1.0 if answer.strip() == scenario['answer'] else 0.0"},
-    "tools": {"kind": "expression", "code": "1.0 if scenario['answer'] in answer else 0.0"},
+    "single": {
+        "kind": "expression",
+        "code": "(1.0 if answer.strip() == scenario['answer'] else 0.0) - 0.01 * len(answer.split())",
+    },
+    "tools": {
+        "kind": "expression",
+        "code": "(1.0 if scenario['answer'] in answer else 0.0) - 0.01 * len(answer)",
+    },
     "game": {
         "kind": "function",
         "code": "def compute_reward(scenario, game, trajectory):\n    return 1.0 if game['won'] else 0.0\n",

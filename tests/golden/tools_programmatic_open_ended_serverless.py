@@ -213,7 +213,7 @@ async def execute_tool(name: str, arguments: str) -> tuple[str, bool]:
 # --- Your reward (from the wizard) ---
 def compute_reward(scenario: Scenario, answer: str, trajectory: art.Trajectory) -> float:
     """Your reward expression."""
-    return float(1.0 if scenario['answer'] in answer else 0.0)
+    return float((1.0 if scenario['answer'] in answer else 0.0) - 0.01 * len(answer))
 
 # --- Rollout ---
 # Retried as a whole on transient inference errors (art.retry).
