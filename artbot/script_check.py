@@ -174,7 +174,7 @@ def _ruff(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
     """Ruff's findings for each of `paths` (absolute); a tool failure is reported on every path."""
     command = _tool_command("ruff")
     if command is None:
-        return dict.fromkeys(paths, [_missing("ruff", "ruff")])
+        return {path: [_missing("ruff", "ruff")] for path in paths}
     args = [
         *command,
         "check",
@@ -194,7 +194,7 @@ def _ruff(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
     # how `python rl_train.py` will import them.
     outcome = _run("ruff", args, cwd=paths[0].parent)
     if isinstance(outcome, Problem):
-        return dict.fromkeys(paths, [outcome])
+        return {path: [outcome] for path in paths}
     returncode, stdout, stderr = outcome
     found: dict[Path, list[Problem]] = {path: [] for path in paths}
     try:
@@ -212,7 +212,7 @@ def _ruff(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
                 )
             )
     except (ValueError, TypeError, KeyError):
-        return dict.fromkeys(paths, [_tool_error("ruff", returncode, stdout, stderr)])
+        return {path: [_tool_error("ruff", returncode, stdout, stderr)] for path in paths}
     return found
 
 
@@ -220,7 +220,7 @@ def _pyright(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
     """basedpyright's errors for each of `paths` (absolute); a tool failure is reported on every path."""
     command = _tool_command("basedpyright")
     if command is None:
-        return dict.fromkeys(paths, [_missing("pyright", "basedpyright")])
+        return {path: [_missing("pyright", "basedpyright")] for path in paths}
     with tempfile.TemporaryDirectory(prefix="artbot-pyright-") as tmp:
         # A folder of our own: no pyproject, pyrightconfig or basedpyright baseline of the
         # script's surroundings applies. The script's folder is added back for its imports.
@@ -239,7 +239,7 @@ def _pyright(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
         ]
         outcome = _run("pyright", args, cwd=Path(tmp))
     if isinstance(outcome, Problem):
-        return dict.fromkeys(paths, [outcome])
+        return {path: [outcome] for path in paths}
     returncode, stdout, stderr = outcome
     found: dict[Path, list[Problem]] = {path: [] for path in paths}
     try:
@@ -262,7 +262,7 @@ def _pyright(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
                 )
             )
     except (ValueError, TypeError, KeyError):
-        return dict.fromkeys(paths, [_tool_error("pyright", returncode, stdout, stderr)])
+        return {path: [_tool_error("pyright", returncode, stdout, stderr)] for path in paths}
     return found
 
 

@@ -214,6 +214,7 @@ TRAIN_RL = Flow(
             parse=v.text(min_len=1, max_len=8000),
             default=lambda a: "",
             default_label="no system prompt",
+            display=lambda value: value or "(none)",
             help="Instructions the agent sees first in every episode. Reply `skip` for none.",
             example="You are a careful math tutor. Reply with the final number only.",
             title="system prompt",
