@@ -17,14 +17,19 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import TYPE_CHECKING
 
-RECORD_ENV = "ARTBOT_DRYRUN_RECORD"
-MAX_STEPS_ENV = "ARTBOT_DRYRUN_MAX_STEPS"
-SEED_ENV = "ARTBOT_DRYRUN_SEED"
-INJECTED_PATH_ENV = "ARTBOT_DRYRUN_INJECTED_PATH"
-OPENAI_KEY_PLACEHOLDER = "sk-artbot-dryrun-placeholder"
-# W&B API keys are 40 characters; some code checks the length.
-WANDB_KEY_PLACEHOLDER = "artbot-dryrun-placeholder".ljust(40, "0")
+from artbot.dryrun.handoff import (
+    INJECTED_PATH_ENV,
+    MAX_STEPS_ENV,
+    OPENAI_KEY_PLACEHOLDER,
+    RECORD_ENV,
+    SEED_ENV,
+    WANDB_KEY_PLACEHOLDER,
+)
+
+if TYPE_CHECKING:
+    from artbot.dryrun.run_record import Recorder
 
 
 @dataclass(frozen=True)
@@ -160,8 +165,12 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     injected = os.environ.pop(INJECTED_PATH_ENV, None)
     if injected and injected in sys.path:
         sys.path.remove(injected)
-    # As `python SCRIPT` would: the script's folder first on the path, its argv.
-    sys.path.insert(0, str(script.parent))
+    # As `python SCRIPT` would: the script's folder (not the working directory) first on
+    # the path, and its argv.
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        sys.path[0] = str(script.parent)
+    else:
+        sys.path.insert(0, str(script.parent))
     sys.argv = [str(script), *script_args]
     # The parent sends SIGUSR1 before it kills a run that timed out: say where it hangs.
     signal.signal(signal.SIGUSR1, lambda _, frame: recorder.stuck(where_it_is(frame, script)))
@@ -186,9 +195,29 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+    _check_shutdown(recorder, clean_exit=exit_code == 0 and not stopped)
     recorder.finish(exit_code, stopped_at_step_limit=stopped)
     policy.stop()
     return exit_code
+
+
+def _check_shutdown(recorder: Recorder, *, clean_exit: bool) -> None:
+    from artbot.dryrun.standin_backend import current_session
+
+    if clean_exit and current_session().unclosed_backends:
+        recorder.finding(
+            "backend_not_closed",
+            "warning",
+            "the script never awaited backend.close(): a real LocalBackend would leave its "
+            "vLLM server running (close it in a `finally`)",
+        )
+    if "wandb" in sys.modules:
+        recorder.finding(
+            "wandb_imported",
+            "warning",
+            "wandb was imported during the dry run (by the script itself: ART's own W&B "
+            "logging is switched off here)",
+        )
 
 
 def main() -> None:

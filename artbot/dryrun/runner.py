@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from artbot.dryrun.bootstrap import (
+from artbot.dryrun.handoff import (
     INJECTED_PATH_ENV,
     MAX_STEPS_ENV,
     OPENAI_KEY_PLACEHOLDER,

@@ -60,6 +60,7 @@ class DryrunSession:
     step_limit: int
     art_root: Path
     steps_trained: int = 0
+    unclosed_backends: int = 0
 
 
 _session: DryrunSession | None = None
@@ -168,6 +169,8 @@ class StandinBackend(Backend):
         self._session = current_session()
         self._path = self._art_path(path)
         os.makedirs(self._path, exist_ok=True)
+        self._closed = False
+        self._session.unclosed_backends += 1
 
     def _art_path(self, path: str | None) -> str:
         root = self._session.art_root
@@ -201,7 +204,9 @@ class StandinBackend(Backend):
         return True
 
     async def close(self) -> None:
-        return None
+        if not self._closed:
+            self._closed = True
+            self._session.unclosed_backends -= 1
 
     def _model_dir(self, model: AnyModel) -> str:
         return get_model_dir(model=model, art_path=self._path)

@@ -140,6 +140,19 @@ def test_a_crash_at_import_is_reported_with_its_traceback_and_a_hint() -> None:
     assert "ImportError" in report.output_tail
 
 
+def test_a_loop_without_size_flags_is_stopped_cleanly_by_the_trainers_hard_cap() -> None:
+    report = dryrun("no_flags_long_loop", max_steps=1)
+
+    assert report.ok, report.problems
+    assert report.exit_code == 0
+    assert report.steps_trained == 2  # the hard cap is twice --max-steps
+    assert report.notes == (
+        "the stand-in trainer stopped the run after 2 steps (its hard cap); code after the "
+        "training loop did not run",
+    )
+    assert "never printed" not in report.output_tail
+
+
 @pytest.mark.slow
 def test_a_script_that_loops_forever_is_killed_at_the_timeout() -> None:
     report = dryrun("loops_forever", timeout_s=20)

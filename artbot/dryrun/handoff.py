@@ -1,0 +1,13 @@
+"""The contract between `dryrun_script` (parent) and the bootstrap (child): variable names.
+
+Kept apart from the bootstrap so that importing `artbot.dryrun` does not import the module
+that `python -m artbot.dryrun.bootstrap` then runs as `__main__`.
+"""
+
+RECORD_ENV = "ARTBOT_DRYRUN_RECORD"
+MAX_STEPS_ENV = "ARTBOT_DRYRUN_MAX_STEPS"
+SEED_ENV = "ARTBOT_DRYRUN_SEED"
+INJECTED_PATH_ENV = "ARTBOT_DRYRUN_INJECTED_PATH"
+OPENAI_KEY_PLACEHOLDER = "sk-artbot-dryrun-placeholder"
+# W&B API keys are 40 characters; some code checks the length.
+WANDB_KEY_PLACEHOLDER = "artbot-dryrun-placeholder".ljust(40, "0")
