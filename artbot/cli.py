@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from artbot.chat import (
+    ScriptExists,
+    add_chat_arguments,
+    run_chat_command,
+    script_path,
+    write_script,
+)
+from artbot.dryrun.command import add_dryrun_arguments, run_dryrun_command
 from artbot.script_check import check_script
+from flows.render import RenderError, render_script
+from flows.replay import AnswersError, replay
+from flows.train_rl import TRAIN_RL
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -44,6 +57,70 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
+def _render_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--answers",
+        required=True,
+        type=Path,
+        metavar="ANSWERS.json",
+        help="a JSON object of answers by question id, as the wizard stores them ('-' for stdin)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="where to write the script (a file, or a folder for RUN_NAME.py) [./RUN_NAME.py]",
+    )
+    parser.add_argument("--check", action="store_true", help="then check it as `artbot check` does")
+    parser.add_argument(
+        "--force", action="store_true", help="replace --out even if artbot did not write it"
+    )
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    source: Path = args.answers
+    try:
+        text = sys.stdin.read() if str(source) == "-" else source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"artbot render: cannot read {source}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        answers: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        print(
+            f"{source}: not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            file=sys.stderr,
+        )
+        return EXIT_PROBLEMS
+    if not isinstance(answers, dict):
+        print(f"{source}: expected a JSON object of answers by question id", file=sys.stderr)
+        return EXIT_PROBLEMS
+    try:
+        session = replay(TRAIN_RL, answers)
+        active = TRAIN_RL.active_answers(session.answers)
+        script = render_script(active)
+    except AnswersError as exc:
+        print(f"{source}: {exc.step_id}: {exc.message}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except RenderError as exc:
+        print(f"{source}: {exc}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    try:
+        written = write_script(
+            script_path(args.out, str(active["run_name"])), script, force=args.force
+        )
+    except (OSError, ScriptExists) as exc:
+        print(f"artbot render: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {written.path}" + (f" ({written.note})" if written.note else ""))
+    if not args.check:
+        return EXIT_OK
+    report = check_script(written.path)
+    print(report.format())
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
 # The one place subcommands are registered; add `chat`, `render`, `dryrun`, `serve` here.
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
@@ -51,6 +128,24 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "verify a generated training script: compile, ruff, basedpyright against art",
         _check_arguments,
         _cmd_check,
+    ),
+    Subcommand(
+        "chat",
+        "answer the train-rl wizard in this terminal; saved after every reply, resumable",
+        add_chat_arguments,
+        run_chat_command,
+    ),
+    Subcommand(
+        "dryrun",
+        "run a training script end to end on this CPU with a stand-in policy and trainer",
+        add_dryrun_arguments,
+        run_dryrun_command,
+    ),
+    Subcommand(
+        "render",
+        "turn a JSON file of answers into a training script, validated as in chat",
+        _render_arguments,
+        _cmd_render,
     ),
 )
 

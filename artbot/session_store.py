@@ -1,0 +1,448 @@
+"""Durable wizard sessions in SQL: one row per conversation, written with optimistic concurrency.
+
+SQLite by default (a file under the user's data directory), PostgreSQL by URL. The table is
+defined here and only here, so that Alembic can take it over later.
+
+Expiry is the store's business, not the wizard's: an idle session gets an `expired_at` time and
+keeps its `Session` (and its `status`) exactly as the engine left it. The engine's statuses say
+where the conversation stands; `expired_at` says that the store stopped offering it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+
+from sqlalchemy import (
+    DateTime,
+    Dialect,
+    Engine,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    and_,
+    create_engine,
+    delete,
+    event,
+    select,
+    update,
+)
+from sqlalchemy.engine import URL, CursorResult, make_url
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Session as OrmSession
+
+from flows.flow import Flow
+from flows.session import Session
+from flows.train_rl import TRAIN_RL
+
+KEY_PART_MAX = 255
+SQLITE_BUSY_TIMEOUT_S = 30.0
+DEFAULT_FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL}
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+
+class SessionStoreError(Exception):
+    """A store operation that cannot be done; the message says why, for the user."""
+
+
+class DuplicateSession(SessionStoreError):
+    """`create` for a key that already has a session."""
+
+
+class SessionNotFound(SessionStoreError):
+    """`save` for a key that has no session (deleted meanwhile, or never created)."""
+
+
+class SessionExpired(SessionStoreError):
+    """`save` for a session the store has expired: an idle conversation is not revived by a late reply."""
+
+
+class StaleSession(SessionStoreError):
+    """`save` from a reply computed on an old revision: another reply got there first."""
+
+    def __init__(self, key: SessionKey, expected: int, stored: int) -> None:
+        super().__init__(
+            f"session {key} is at revision {stored}, not {expected}: it changed meanwhile"
+        )
+        self.key = key
+        self.expected = expected
+        self.stored = stored
+
+
+# ---- what callers see --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class SessionKey:
+    """Which conversation: a Slack workspace, channel and thread (or 'terminal', user, name)."""
+
+    team: str
+    channel: str
+    thread: str
+
+    def __post_init__(self) -> None:
+        for name in ("team", "channel", "thread"):
+            part = getattr(self, name)
+            if not isinstance(part, str) or not part or len(part) > KEY_PART_MAX:
+                raise ValueError(f"SessionKey.{name} must be 1 to {KEY_PART_MAX} characters")
+            if "\x00" in part:  # PostgreSQL text cannot hold NUL
+                raise ValueError(f"SessionKey.{name} contains a NUL character")
+
+    def __str__(self) -> str:
+        return f"{self.team}/{self.channel}/{self.thread}"
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """A session as stored: its key, who started it, the session itself and its timestamps."""
+
+    key: SessionKey
+    owner: str
+    session: Session
+    created_at: datetime
+    updated_at: datetime
+    expired_at: datetime | None = None
+    step: str | None = None
+    """The open question's step id, while the session is active."""
+
+    @property
+    def expired(self) -> bool:
+        return self.expired_at is not None
+
+    @property
+    def resumable(self) -> bool:
+        """Active and not expired: the conversation can go on."""
+        return self.session.status == "active" and not self.expired
+
+
+# ---- the table ---------------------------------------------------------------------------
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite has no time zones: it gets naive UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the session store: use UTC-aware times")
+        utc = value.astimezone(UTC)
+        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class SessionRow(Base):
+    """One conversation's wizard session."""
+
+    __tablename__ = "artbot_sessions"
+
+    team: Mapped[str] = mapped_column(String(KEY_PART_MAX), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(KEY_PART_MAX), primary_key=True)
+    thread: Mapped[str] = mapped_column(String(KEY_PART_MAX), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    flow: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    """The Session's status (active, complete, cancelled), copied out for queries."""
+    step: Mapped[str | None] = mapped_column(String(64))
+    # Text is unbounded on SQLite and PostgreSQL: scenario data makes sessions of a few MB.
+    session_json: Mapped[str] = mapped_column(Text)
+    revision: Mapped[int] = mapped_column(Integer)
+    """The Session's revision: `save` writes only over the revision it read (compare and set)."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        Index("ix_artbot_sessions_owner", "owner", "updated_at"),
+        Index("ix_artbot_sessions_idle", "status", "updated_at"),
+    )
+
+
+metadata = Base.metadata
+
+
+# ---- where the database is ---------------------------------------------------------------
+
+
+def data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """artbot's data folder: `$XDG_DATA_HOME/artbot`, else `~/.local/share/artbot`."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "artbot"
+
+
+def default_database_url(env: Mapping[str, str] | None = None) -> str:
+    """The SQLite file in artbot's data folder."""
+    return f"sqlite:///{data_dir(env) / 'artbot.db'}"
+
+
+def normalize_database_url(url: str) -> URL:
+    """Parse `url`; plain `postgresql://` (or `postgres://`) means the psycopg 3 driver."""
+    try:
+        parsed = make_url(url)
+    except Exception as error:  # SQLAlchemy raises ArgumentError and ValueError here
+        raise SessionStoreError(f"not a database URL: {error}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+        raise SessionStoreError(
+            f"unsupported database {parsed.drivername!r}: use sqlite:///PATH or "
+            "postgresql+psycopg://USER@HOST/DB"
+        )
+    return parsed
+
+
+def create_database_engine(url: str | None = None) -> Engine:
+    """An engine for `url` (default: the SQLite file), with SQLite set up for concurrent writers."""
+    parsed = normalize_database_url(url or default_database_url())
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    database = parsed.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # WAL lets readers go on while one process writes; the busy timeout makes a second
+        # writer wait for the lock instead of failing with "database is locked".
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    return engine
+
+
+# ---- the store ---------------------------------------------------------------------------
+
+
+class SessionStore:
+    """Sessions by SessionKey. Each method is one transaction; none holds a lock between calls."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        flows: Mapping[str, Flow] = DEFAULT_FLOWS,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        schema: str | None = None,
+    ) -> None:
+        # A schema (PostgreSQL) keeps several stores, or test runs, apart in one database.
+        self._engine = (
+            engine.execution_options(schema_translate_map={None: schema}) if schema else engine
+        )
+        self._flows = flows
+        self._clock = clock
+        self._tables_ready = False
+
+    @classmethod
+    def open(cls, url: str | None = None, **options: Any) -> SessionStore:
+        """A store on `url`, or on the default SQLite file."""
+        return cls(create_database_engine(url), **options)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- reading --
+
+    def get(self, key: SessionKey) -> StoredSession | None:
+        """The session for `key`, expired or not, or None."""
+        with self._transaction() as orm:
+            row = orm.get(SessionRow, (key.team, key.channel, key.thread))
+            return _stored(row) if row is not None else None
+
+    def list_for_owner(self, owner: str, team: str | None = None) -> list[StoredSession]:
+        """`owner`'s sessions (in `team` if given), most recently active first."""
+        query = select(SessionRow).where(SessionRow.owner == owner)
+        if team is not None:
+            query = query.where(SessionRow.team == team)
+        query = query.order_by(SessionRow.updated_at.desc(), SessionRow.thread)
+        with self._transaction() as orm:
+            return [_stored(row) for row in orm.scalars(query)]
+
+    # -- writing --
+
+    def create(self, key: SessionKey, owner: str, session: Session) -> StoredSession:
+        """Store a new session for `key`; DuplicateSession if the key has one already."""
+        if not owner or len(owner) > KEY_PART_MAX or "\x00" in owner:
+            raise ValueError(f"owner must be 1 to {KEY_PART_MAX} characters, without NUL")
+        now = self._clock()
+        row = SessionRow(
+            team=key.team,
+            channel=key.channel,
+            thread=key.thread,
+            owner=owner,
+            flow=session.flow,
+            status=session.status,
+            step=self._open_step(session),
+            session_json=session.to_json(),
+            revision=session.revision,
+            created_at=now,
+            updated_at=now,
+            expired_at=None,
+        )
+        try:
+            with self._transaction() as orm:
+                orm.add(row)
+        except IntegrityError:
+            raise DuplicateSession(f"there is already a session for {key}") from None
+        return StoredSession(key, owner, session, now, now, None, row.step)
+
+    def save(self, key: SessionKey, session: Session, expected_revision: int) -> None:
+        """Replace the stored session if it is still at `expected_revision`, else StaleSession.
+
+        Two replies computed from the same revision cannot both be saved: the write is one
+        UPDATE ... WHERE revision = expected, atomic on every backend.
+        """
+        if session.revision < expected_revision:
+            raise ValueError(
+                f"session revision {session.revision} is older than the one it replaces "
+                f"({expected_revision})"
+            )
+        statement = (
+            update(SessionRow)
+            .where(
+                _key_is(key),
+                SessionRow.revision == expected_revision,
+                SessionRow.expired_at.is_(None),
+            )
+            .values(
+                flow=session.flow,
+                status=session.status,
+                step=self._open_step(session),
+                session_json=session.to_json(),
+                revision=session.revision,
+                updated_at=self._clock(),
+            )
+            .execution_options(synchronize_session=False)
+        )
+        with self._transaction() as orm:
+            if _rowcount(orm.execute(statement)) == 1:
+                return
+            # Nothing matched: tell the caller why, from the row as it is now.
+            row = orm.execute(
+                select(SessionRow.revision, SessionRow.expired_at).where(_key_is(key))
+            ).first()
+        if row is None:
+            raise SessionNotFound(f"there is no session for {key}")
+        if row.expired_at is not None:
+            raise SessionExpired(f"the session for {key} expired after being idle")
+        raise StaleSession(key, expected_revision, row.revision)
+
+    def expire_idle(self, older_than: timedelta) -> list[SessionKey]:
+        """Mark active sessions idle for longer than `older_than` as expired; return their keys."""
+        now = self._clock()
+        idle = and_(
+            SessionRow.status == "active",
+            SessionRow.expired_at.is_(None),
+            SessionRow.updated_at < now - older_than,
+        )
+        statement = (
+            update(SessionRow)
+            .where(idle)
+            .values(expired_at=now)
+            .returning(SessionRow.team, SessionRow.channel, SessionRow.thread)
+            .execution_options(synchronize_session=False)
+        )
+        with self._transaction() as orm:
+            keys = [SessionKey(*row) for row in orm.execute(statement)]
+        return sorted(keys)
+
+    def delete(self, key: SessionKey) -> bool:
+        """Forget the session for `key`; False if there was none."""
+        with self._transaction() as orm:
+            result = orm.execute(
+                delete(SessionRow).where(_key_is(key)).execution_options(synchronize_session=False)
+            )
+            return _rowcount(result) == 1
+
+    # -- internals --
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[OrmSession]:
+        """The one place a transaction begins and ends: commit on success, roll back on error."""
+        self._ensure_tables()
+        with OrmSession(self._engine, expire_on_commit=False) as orm, orm.begin():
+            yield orm
+
+    def _ensure_tables(self) -> None:
+        if self._tables_ready:
+            return
+        try:
+            metadata.create_all(self._engine)
+        except (OperationalError, ProgrammingError, IntegrityError):
+            # Two processes starting at once both see no table and both create it; the loser
+            # fails. Checking again finds the winner's table.
+            metadata.create_all(self._engine)
+        self._tables_ready = True
+
+    def _open_step(self, session: Session) -> str | None:
+        flow = self._flows.get(session.flow)
+        if flow is None or session.status != "active":
+            return None
+        step = flow.next_step(session.answers)
+        return step.id if step is not None else None
+
+
+def _rowcount(result: Any) -> int:
+    # DML results are CursorResults; Session.execute is typed with the general Result.
+    return cast(CursorResult[Any], result).rowcount
+
+
+def _key_is(key: SessionKey) -> Any:
+    return and_(
+        SessionRow.team == key.team,
+        SessionRow.channel == key.channel,
+        SessionRow.thread == key.thread,
+    )
+
+
+def _stored(row: SessionRow) -> StoredSession:
+    return StoredSession(
+        key=SessionKey(row.team, row.channel, row.thread),
+        owner=row.owner,
+        session=Session.from_json(row.session_json),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        expired_at=row.expired_at,
+        step=row.step,
+    )
+
+
+__all__ = [
+    "DuplicateSession",
+    "SessionExpired",
+    "SessionKey",
+    "SessionNotFound",
+    "SessionStore",
+    "SessionStoreError",
+    "StaleSession",
+    "StoredSession",
+    "create_database_engine",
+    "data_dir",
+    "default_database_url",
+    "metadata",
+]
