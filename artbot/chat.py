@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -330,11 +331,12 @@ class Chat:
         self._dryrun = dryrun
         self._flow = flow
 
-    def resume_command(self) -> str:
-        name = self._key.thread
-        return (
-            "`artbot chat`" if name == DEFAULT_SESSION_NAME else f"`artbot chat --session {name}`"
-        )
+    def resume_command(self, *options: str) -> str:
+        """The command that carries on with this session (with `options`), in backticks."""
+        words = ["artbot", "chat"]
+        if self._key.thread != DEFAULT_SESSION_NAME:
+            words += ["--session", shlex.quote(self._key.thread)]
+        return f"`{' '.join([*words, *options])}`"
 
     def run(self, *, new: bool = False) -> int:
         """The whole conversation; returns the exit status."""
@@ -384,7 +386,7 @@ class Chat:
             say(
                 f"Resuming your session “{name}” ({answered} answers so far, last reply "
                 f"{stored.updated_at:%Y-%m-%d %H:%M} UTC). `status` lists them; "
-                "`artbot chat --new` starts over."
+                f"{self.resume_command('--new')} starts over."
             )
             return stored.session
         if stored is not None:
@@ -421,7 +423,7 @@ class Chat:
             self._terminal.show(turn.messages)
             return stored.session
         except SessionStoreError as error:
-            self._terminal.problem(f"{error}. Start again with `artbot chat --new`.")
+            self._terminal.problem(f"{error}. Start again with {self.resume_command('--new')}.")
             return None
 
     def _finish(self, completed: Completed) -> int:

@@ -167,6 +167,8 @@ def test_sessions_are_kept_apart_by_name_and_new_starts_over(home: Path) -> None
     assert stored_step(home, "math") == "turns"
     assert stored_step(home, "game") == "task"
 
+    resumed = chat(home, [], "--session", "game")
+    assert "`artbot chat --session game --new` starts over." in resumed.stdout
     restarted = chat(home, [], "--session", "game", "--new")
 
     assert "Starting over: the previous session “game” (active) is discarded." in restarted.stdout
