@@ -123,7 +123,7 @@ def advance(flow: Flow, session: Session, reply: Reply) -> Turn:
     if too_big:
         return _reask(flow, session, too_big)
     if session.status == "cancelled":
-        return Turn(session, (Notice("This session was cancelled. Start a new one with `/train-rl`."),))
+        return Turn(session, (Notice("This session was cancelled: start a new one to train something else."),))
 
     if reply.value is None:
         command_turn = _run_command(flow, session, reply.text.strip())
@@ -241,6 +241,8 @@ def _match_option(step: Choice, options: tuple[OptionView, ...], text: str) -> O
     for option in step.options:
         if wanted in (option.value.lower(), option.label.lower()):
             return option
+    if step.other is not None:
+        return None  # "openai/gpt-5" is another model, not a prefix of "openai/gpt-5.4"
     starts = [o for o in step.options if o.label.lower().startswith(wanted) or o.value.startswith(wanted)]
     return starts[0] if len(starts) == 1 and len(wanted) >= 3 else None
 
@@ -397,7 +399,7 @@ def _run_command(flow: Flow, session: Session, text: str) -> Turn | None:
             return None
         return Turn(
             session.changed(status="cancelled"),
-            (Notice("Cancelled. Nothing was generated. Start again any time with `/train-rl`."),),
+            (Notice("Cancelled. Nothing was generated; start a new session any time."),),
             (Cancelled(),),
         )
     if lowered == "restart":
@@ -468,7 +470,11 @@ def _ask_next(flow: Flow, session: Session) -> tuple[Session, tuple[Message, ...
     if note and step.id not in session.shown_notes:
         messages.append(Notice(note))
         session = session.changed(shown_notes=session.shown_notes | {step.id})
-    messages.append(_question(flow, session, step))
+    if isinstance(step, Settings) and session.pending_field:
+        # Resumed while a value was being asked: ask that value again, not the menu.
+        messages.append(_setting_question(step, session, session.pending_field))
+    else:
+        messages.append(_question(flow, session, step))
     return session, tuple(messages)
 
 
@@ -549,7 +555,7 @@ def shown_answer(step: AnyStep, value: Any) -> str:
         return step.display(value)
     if isinstance(step, Settings):
         return ", ".join(f"{k}={v}" for k, v in value.items()) or "defaults"
-    return _clip(str(value), 200)
+    return _clip(str(value), 200) if value != "" else "(empty)"
 
 
 def status_text(flow: Flow, session: Session) -> str:

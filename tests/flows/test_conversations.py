@@ -280,3 +280,27 @@ def test_the_task_can_be_prefilled_but_must_still_be_confirmed() -> None:
     assert "Summarize legal contracts faithfully." in asked.text
     turn = advance(TRAIN_RL, turn.session, Reply("yes"))
     assert turn.session.answers["task"] == "Summarize legal contracts faithfully."
+
+
+def test_a_session_resumed_while_a_setting_is_asked_asks_that_setting_again() -> None:
+    from flows.engine import begin
+    from flows.train_rl import TRAIN_RL
+
+    chat = single_turn_ruler_up_to_reward()
+    chat.play([("ruler", "judge_model"), ("1", "train_split"), ("all", "val_split"), ("none", "base_model")])
+    chat.play([("1", "project"), ("default", "run_name"), ("r-001", "backend"), ("local", "hyperparameters")])
+    chat.play([("customize", "hyperparameter_values")])
+    chat.say("learning_rate")
+    resumed = begin(TRAIN_RL, chat.session)
+    asked = resumed.messages[-1]
+    assert isinstance(asked, Question) and "New value for Learning rate" in asked.text
+    chat.session = resumed.session
+    chat.say("2e-5")
+    assert chat.problem() is None
+    assert chat.session.draft == {"learning_rate": 2e-5}
+
+
+def test_another_judge_model_is_not_mistaken_for_a_listed_one_by_prefix() -> None:
+    chat = single_turn_ruler_up_to_reward()
+    chat.play([("ruler", "judge_model"), ("openai/gpt-5", "train_split")])
+    assert chat.session.answers["judge_model"] == "openai/gpt-5"
