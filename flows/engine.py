@@ -399,7 +399,7 @@ def _run_command(flow: Flow, session: Session, text: str) -> Turn | None:
             return None
         return Turn(
             session.changed(status="cancelled"),
-            (Notice("Cancelled. Nothing was generated; start a new session any time."),),
+            (Notice("Cancelled. Nothing was generated. Start a new session any time."),),
             (Cancelled(),),
         )
     if lowered == "restart":
