@@ -1,0 +1,1048 @@
+"""A recording, Slack-compatible Web API server on loopback, for the bot's tests.
+
+    with FakeSlack() as fake:
+        client = WebClient(token=fake.bot_token, base_url=fake.base_url)
+        ...
+        fake.wait_for(lambda s: len(s.thread(CHANNEL_ID, parent_ts)) == 3)
+
+It answers the methods the bot uses the way Slack does (errors included), keeps what was
+posted per channel and thread, serves user files and uploads, and can be told to rate-limit,
+fail or slow down a method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.parser
+import email.policy
+import itertools
+import json
+import mimetypes
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, cast
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from tests.fakes import slack_requests
+from tests.fakes.workspace import (
+    API_APP_ID,
+    BOT_ID,
+    BOT_TOKEN,
+    BOT_USER_ID,
+    TEAM_DOMAIN,
+    TEAM_ID,
+    USER_ID,
+    next_ts,
+    ts_key,
+)
+
+JsonObject = dict[str, Any]
+
+# What files.slack.com serves to a browser (or a bot) without a valid session or token.
+LOGIN_PAGE = (
+    b'<!DOCTYPE html><html lang="en-US"><head><title>Slack</title></head>'
+    b"<body><h1>Sign in to " + TEAM_DOMAIN.encode() + b"</h1>"
+    b'<form action="/signin" method="post"><input type="email" name="email">'
+    b'<button type="submit">Sign in with email</button></form></body></html>'
+)
+
+MAX_TEXT = 40_000  # Slack truncates longer message text
+MAX_MESSAGE_BLOCKS = 50
+MAX_VIEW_BLOCKS = 100
+
+_FILETYPES = {
+    ".py": "python",
+    ".txt": "text",
+    ".md": "markdown",
+    ".json": "json",
+    ".jsonl": "text",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".csv": "csv",
+    ".toml": "text",
+    ".sh": "shell",
+    ".png": "png",
+    ".jpg": "jpg",
+    ".pdf": "pdf",
+    ".zip": "zip",
+}
+
+
+# --- What tests read -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request the server received, as it arrived, with what it answered."""
+
+    method: str
+    """The Web API method ("chat.postMessage"), or "upload", "files-pri", "response_url"."""
+    params: JsonObject
+    """Query string, form and JSON body merged; JSON-string fields such as `blocks` as sent."""
+    headers: dict[str, str]
+    at: float
+    """`time.monotonic()` when the request arrived."""
+    status: int = 200
+    response: JsonObject | None = None
+    """The JSON answer (None for endpoints that answer bytes or HTML)."""
+
+    def json(self, name: str) -> Any:
+        """A parameter decoded from JSON when it was sent as a string (`blocks`, `view`, `files`)."""
+        value = self.params.get(name)
+        return json.loads(value) if isinstance(value, str) else value
+
+    def header(self, name: str) -> str | None:
+        """A request header, looked up case-insensitively."""
+        lowered = name.lower()
+        return next((v for k, v in self.headers.items() if k.lower() == lowered), None)
+
+    @property
+    def token(self) -> str | None:
+        """The token sent, from `Authorization: Bearer` or a `token` parameter."""
+        return _token_of(self.headers, self.params)
+
+    @property
+    def ok(self) -> bool:
+        """Whether Slack would have called this a success."""
+        return self.status == 200 and (self.response is None or bool(self.response.get("ok")))
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as the channel shows it now (after any chat.update)."""
+
+    channel: str
+    ts: str
+    text: str
+    user: str
+    blocks: list[JsonObject] | None = None
+    thread_ts: str | None = None
+    bot_id: str | None = None
+    files: tuple[JsonObject, ...] = ()
+    subtype: str | None = None
+    reply_broadcast: bool = False
+    edits: int = 0
+    """How many times chat.update changed it."""
+    ephemeral_to: str | None = None
+    """The only user who sees it (chat.postEphemeral), else None."""
+
+    @property
+    def is_reply(self) -> bool:
+        """Whether it is a reply inside a thread (not the thread's parent)."""
+        return self.thread_ts is not None and self.thread_ts != self.ts
+
+    def to_slack(self) -> JsonObject:
+        """The message object as Slack returns it (chat.postMessage's `message`, an action's `message`)."""
+        out: JsonObject = {"type": "message", "text": self.text, "user": self.user, "ts": self.ts}
+        if self.subtype:
+            out["subtype"] = self.subtype
+        if self.bot_id:
+            out.update(bot_id=self.bot_id, app_id=API_APP_ID)
+        out["team"] = TEAM_ID
+        if self.blocks is not None:
+            out["blocks"] = self.blocks
+        if self.files:
+            out.update(files=list(self.files), upload=True, display_as_bot=False)
+        if self.thread_ts is not None:
+            out["thread_ts"] = self.thread_ts
+            if self.is_reply:
+                out["parent_user_id"] = BOT_USER_ID
+        if self.edits:
+            out["edited"] = {"user": self.user, "ts": self.ts}
+        return out
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file the bot uploaded with files_upload_v2 and shared (files.completeUploadExternal)."""
+
+    id: str
+    name: str
+    title: str
+    content: bytes
+    channel: str | None
+    thread_ts: str | None
+    initial_comment: str | None
+    channels: tuple[str, ...] = ()
+
+
+@dataclass
+class _File:
+    id: str
+    name: str
+    user: str
+    created: int
+    content: bytes | None = None
+    title: str = ""
+    filetype: str = "binary"
+    mimetype: str = "application/octet-stream"
+    completed: bool = False
+    length: int | None = None
+    # Where it was shared: (channel, message ts, thread_ts)
+    shares: list[tuple[str, str, str | None]] = field(default_factory=list)
+    initial_comment: str | None = None
+
+
+@dataclass
+class _Fault:
+    kind: str  # "rate_limit" or "fail"
+    remaining: int
+    error: str = ""
+    status: int = 200
+    retry_after: int = 1
+
+
+class SlackError(Exception):
+    """A Web API method's `{"ok": false, "error": ...}` answer, raised inside the fake."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+
+# --- The server ----------------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default backlog of 5 drops connections from a burst of client threads, which then
+    # wait a second for the SYN retry.
+    request_queue_size = 128
+    fake: FakeSlack
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.0: one request per connection, so no keep-alive thread outlives stop().
+    protocol_version = "HTTP/1.0"
+
+    def do_POST(self) -> None:
+        cast(_Server, self.server).fake._serve(self)
+
+    def do_GET(self) -> None:
+        cast(_Server, self.server).fake._serve(self)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: bytes
+    content_type: str
+    headers: dict[str, str] = field(default_factory=dict)
+    json: JsonObject | None = None
+
+
+def _json_reply(
+    obj: JsonObject, status: int = 200, headers: dict[str, str] | None = None
+) -> _Reply:
+    return _Reply(
+        status, json.dumps(obj).encode(), "application/json; charset=utf-8", headers or {}, obj
+    )
+
+
+def _token_of(headers: Mapping[str, str], params: Mapping[str, Any]) -> str | None:
+    for key, value in headers.items():
+        if key.lower() == "authorization" and value.startswith("Bearer "):
+            return value.removeprefix("Bearer ").strip() or None
+    token = params.get("token")
+    return str(token) if token else None
+
+
+def _is_true(value: Any) -> bool:
+    return value is True or str(value).lower() in ("1", "true")
+
+
+def _decoded(value: Any, error: str = "invalid_arguments") -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as bad:
+            raise SlackError(error, detail=str(bad)) from bad
+    return value
+
+
+def _multipart(content_type: str, body: bytes) -> list[tuple[str, str | None, bytes]]:
+    """(field name, filename, bytes) of each part of a multipart/form-data body."""
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    parts: list[tuple[str, str | None, bytes]] = []
+    for part in message.iter_parts() if message.is_multipart() else []:
+        payload = part.get_payload(decode=True)
+        name = part.get_param("name", header="content-disposition")
+        parts.append(
+            (str(name or ""), part.get_filename(), payload if isinstance(payload, bytes) else b"")
+        )
+    return parts
+
+
+class FakeSlack:
+    """A Slack Web API on 127.0.0.1 that records every call and keeps each channel's messages."""
+
+    def __init__(
+        self,
+        *,
+        team_id: str = TEAM_ID,
+        bot_user_id: str = BOT_USER_ID,
+        bot_id: str = BOT_ID,
+        bot_token: str = BOT_TOKEN,
+    ) -> None:
+        self.team_id = team_id
+        self.bot_user_id = bot_user_id
+        self.bot_id = bot_id
+        self.bot_token = bot_token
+        self._changed = threading.Condition(threading.RLock())
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ids = itertools.count(1)
+        self._calls: list[Call] = []
+        self._version = 0  # bumped on every change, so wait_for misses none
+        self._messages: dict[tuple[str, str], Message] = {}
+        self._files: dict[str, _File] = {}
+        self._home_views: dict[str, JsonObject] = {}
+        self._faults: dict[str, list[_Fault]] = {}
+        self._delays: dict[str, float] = {}
+        self._methods: dict[str, Callable[[JsonObject], JsonObject]] = {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._chat_post_message,
+            "chat.update": self._chat_update,
+            "chat.postEphemeral": self._chat_post_ephemeral,
+            "chat.getPermalink": self._chat_get_permalink,
+            "views.publish": self._views_publish,
+            "files.getUploadURLExternal": self._files_get_upload_url_external,
+            "files.completeUploadExternal": self._files_complete_upload_external,
+            "files.info": self._files_info,
+        }
+
+    def _notify(self) -> None:
+        # Called with the lock held.
+        self._version += 1
+        self._changed.notify_all()
+
+    # --- lifecycle ---
+
+    def start(self) -> FakeSlack:
+        """Listen on a free loopback port, serving from a daemon thread."""
+        if self._server is not None:
+            return self
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.fake = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.02,), name="fake-slack", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening; what was recorded stays readable."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> FakeSlack:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def root_url(self) -> str:
+        """`http://127.0.0.1:PORT`, no trailing slash."""
+        if self._server is None:
+            raise RuntimeError("FakeSlack is not started")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def base_url(self) -> str:
+        """The Web API base for `WebClient(base_url=...)`; it ends with "/" as slack_sdk needs."""
+        return f"{self.root_url}/api/"
+
+    # --- faults ---
+
+    def rate_limit(self, method: str, times: int = 1, retry_after: int = 1) -> None:
+        """The next `times` calls of `method` answer HTTP 429 with `Retry-After: retry_after`.
+
+        slack_sdk's RateLimitErrorRetryHandler sleeps `int(Retry-After) + random()` seconds, so
+        `retry_after=0` keeps a test under a second.
+        """
+        with self._changed:
+            self._faults.setdefault(method, []).append(
+                _Fault(
+                    "rate_limit", times, error="ratelimited", status=429, retry_after=retry_after
+                )
+            )
+
+    def fail(
+        self, method: str, error: str = "internal_error", times: int = 1, *, status: int = 200
+    ) -> None:
+        """The next `times` calls of `method` answer `{"ok": false, "error": error}` with `status`."""
+        with self._changed:
+            self._faults.setdefault(method, []).append(
+                _Fault("fail", times, error=error, status=status)
+            )
+
+    def delay(self, method: str, seconds: float) -> None:
+        """Every call of `method` waits `seconds` before it is handled (0 removes the delay)."""
+        with self._changed:
+            if seconds > 0:
+                self._delays[method] = seconds
+            else:
+                self._delays.pop(method, None)
+
+    # --- reading what happened ---
+
+    def calls(self, method: str | None = None) -> list[Call]:
+        """Every call received so far, oldest first; only `method`'s when given."""
+        with self._changed:
+            return [c for c in self._calls if method is None or c.method == method]
+
+    def messages(self, channel: str) -> list[Message]:
+        """Every visible message in `channel` (thread replies included), in `ts` order."""
+        with self._changed:
+            found = [
+                m
+                for m in self._messages.values()
+                if m.channel == channel and m.ephemeral_to is None
+            ]
+        return sorted(found, key=lambda m: ts_key(m.ts))
+
+    def thread(self, channel: str, thread_ts: str) -> list[Message]:
+        """The thread's parent (if known) and its replies, shared files included, in `ts` order."""
+        return [m for m in self.messages(channel) if thread_ts in (m.ts, m.thread_ts)]
+
+    def message(self, channel: str, ts: str) -> Message | None:
+        """One message by its `ts`, as it reads now."""
+        with self._changed:
+            return self._messages.get((channel, ts))
+
+    def ephemerals(self, channel: str | None = None) -> list[Message]:
+        """Messages posted with chat.postEphemeral (seen by one user; never in `thread`)."""
+        with self._changed:
+            found = [
+                m
+                for m in self._messages.values()
+                if m.ephemeral_to is not None and channel in (None, m.channel)
+            ]
+        return sorted(found, key=lambda m: ts_key(m.ts))
+
+    def uploaded_files(self) -> list[UploadedFile]:
+        """Files the bot uploaded and shared, in the order they were shared."""
+        with self._changed:
+            files = [f for f in self._files.values() if f.completed and f.content is not None]
+            return [
+                UploadedFile(
+                    id=f.id,
+                    name=f.name,
+                    title=f.title,
+                    content=f.content or b"",
+                    channel=f.shares[0][0] if f.shares else None,
+                    thread_ts=f.shares[0][2] if f.shares else None,
+                    initial_comment=f.initial_comment,
+                    channels=tuple(s[0] for s in f.shares),
+                )
+                for f in files
+            ]
+
+    def home_view(self, user_id: str) -> JsonObject | None:
+        """The view last published to `user_id`'s Home tab."""
+        with self._changed:
+            return self._home_views.get(user_id)
+
+    def responses(self) -> list[JsonObject]:
+        """Payloads POSTed to response URLs from `response_url()`, oldest first."""
+        return [dict(c.params) for c in self.calls("response_url")]
+
+    def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0) -> None:
+        """Block until `predicate(self)` holds, re-checking on every call; TimeoutError after `timeout`.
+
+        The predicate runs without the server's lock held, so it may do anything, even call
+        the fake over HTTP.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._changed:
+                version = self._version
+            if predicate(self):
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                recent = ", ".join(f"{c.method}:{c.status}" for c in self.calls()[-10:])
+                raise TimeoutError(f"condition not met in {timeout} s; last calls: [{recent}]")
+            with self._changed:
+                if self._version == version:
+                    # The cap also catches conditions that change without a call.
+                    self._changed.wait(min(remaining, 0.05))
+
+    def reset(self) -> None:
+        """Forget calls, messages, files, views and faults; keep serving on the same port."""
+        with self._changed:
+            self._calls.clear()
+            self._messages.clear()
+            self._files.clear()
+            self._home_views.clear()
+            self._faults.clear()
+            self._delays.clear()
+            self._notify()
+
+    # --- things that come from people, not the bot ---
+
+    def add_user_file(
+        self,
+        name: str,
+        content: bytes,
+        *,
+        filetype: str | None = None,
+        user: str = USER_ID,
+        title: str | None = None,
+    ) -> JsonObject:
+        """Store a file a person uploaded; returns its Slack file object (as in a file_share event).
+
+        Its `url_private` is served here: the bytes with the bot token as bearer, Slack's HTML
+        login page without it.
+        """
+        with self._changed:
+            file = self._new_file(name, user=user, filetype=filetype)
+            file.content = content
+            file.length = len(content)
+            file.title = title or name
+            file.completed = True
+            return self._file_object(file)
+
+    def post_as_user(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = USER_ID,
+        thread_ts: str | None = None,
+        files: Iterable[Mapping[str, Any]] = (),
+        channel_type: str = "channel",
+    ) -> JsonObject:
+        """Put a person's message into `channel` (or a thread) and return its message event.
+
+        Dispatch the event with `slack_requests.event_callback(...)`; `thread()` then reads as the
+        whole conversation, people's messages included.
+        """
+        shared = [dict(f) for f in files]
+        if shared:
+            event = slack_requests.file_share_event(
+                shared,
+                text=text,
+                channel=channel,
+                user=user,
+                thread_ts=thread_ts,
+                channel_type=channel_type,
+            )
+        else:
+            event = slack_requests.message_event(
+                text, channel=channel, user=user, thread_ts=thread_ts, channel_type=channel_type
+            )
+        message = Message(
+            channel=channel,
+            ts=event["ts"],
+            text=text,
+            user=user,
+            blocks=event.get("blocks"),
+            thread_ts=thread_ts,
+            files=tuple(shared),
+            subtype=event.get("subtype"),
+        )
+        with self._changed:
+            self._messages[(channel, message.ts)] = message
+            self._notify()
+        return event
+
+    def response_url(self) -> str:
+        """A fresh response_url served here, for slash commands and actions; see `responses()`."""
+        return f"{self.root_url}/response/{next(self._ids)}"
+
+    # --- HTTP plumbing ---
+
+    def _serve(self, handler: BaseHTTPRequestHandler) -> None:
+        arrived = time.monotonic()
+        url = urlsplit(handler.path)
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        headers = {k: v for k, v in handler.headers.items()}
+        content_type = handler.headers.get("Content-Type", "")
+        path = unquote(url.path)
+
+        malformed = False
+        if path.startswith("/api/"):
+            method = path.removeprefix("/api/")
+            try:
+                params = self._params(url.query, content_type, body)
+            except (ValueError, UnicodeDecodeError):
+                params, malformed = {}, True
+        elif path.startswith("/upload/"):
+            method = "upload"
+            params = {"file_id": path.removeprefix("/upload/"), "size": len(body)}
+        elif path.startswith("/files-pri/"):
+            method = "files-pri"
+            params = {"path": path}
+        elif path.startswith("/response/"):
+            method = "response_url"
+            try:
+                params = self._params(url.query, content_type, body)
+            except (ValueError, UnicodeDecodeError):
+                params, malformed = {}, True
+        else:
+            method = path
+            params = {}
+
+        with self._changed:
+            pause = self._delays.get(method, 0.0)
+        if pause:
+            time.sleep(pause)
+
+        with self._changed:
+            reply = self._fault_reply(method)
+            if reply is None and malformed:
+                reply = _json_reply({"ok": False, "error": "invalid_json"})
+            if reply is None:
+                try:
+                    reply = self._route(path, method, params, headers, content_type, body)
+                except Exception as error:  # a bug in the fake must not hang the client
+                    reply = _json_reply(
+                        {"ok": False, "error": "fatal_error", "detail": repr(error)}, 500
+                    )
+            self._calls.append(Call(method, params, headers, arrived, reply.status, reply.json))
+            self._notify()
+
+        handler.send_response(reply.status)
+        handler.send_header("Content-Type", reply.content_type)
+        handler.send_header("Content-Length", str(len(reply.body)))
+        for key, value in reply.headers.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(reply.body)
+
+    def _route(
+        self,
+        path: str,
+        method: str,
+        params: JsonObject,
+        headers: Mapping[str, str],
+        content_type: str,
+        body: bytes,
+    ) -> _Reply:
+        if path.startswith("/api/"):
+            return self._api(method, params, headers)
+        if method == "upload":
+            return self._upload(str(params["file_id"]), content_type, body)
+        if method == "files-pri":
+            return self._download(path, headers)
+        if method == "response_url":
+            return _Reply(200, b"ok", "text/html")
+        return _Reply(404, b"Not Found", "text/plain")
+
+    @staticmethod
+    def _params(query: str, content_type: str, body: bytes) -> JsonObject:
+        params: JsonObject = dict(parse_qsl(query, keep_blank_values=True))
+        if not body:
+            return params
+        if content_type.startswith("application/json"):
+            decoded = json.loads(body)
+            if isinstance(decoded, dict):
+                params.update(cast(JsonObject, decoded))
+        elif content_type.startswith("multipart/form-data"):
+            for name, filename, data in _multipart(content_type, body):
+                params[name] = data if filename is not None else data.decode()
+        else:
+            params.update(parse_qsl(body.decode(), keep_blank_values=True))
+        return params
+
+    def _fault_reply(self, method: str) -> _Reply | None:
+        queue = self._faults.get(method)
+        if not queue:
+            return None
+        fault = queue[0]
+        fault.remaining -= 1
+        if fault.remaining <= 0:
+            queue.pop(0)
+        headers = {"Retry-After": str(fault.retry_after)} if fault.kind == "rate_limit" else {}
+        return _json_reply({"ok": False, "error": fault.error}, fault.status, headers)
+
+    def _api(self, method: str, params: JsonObject, headers: Mapping[str, str]) -> _Reply:
+        handle = self._methods.get(method)
+        if handle is None:
+            return _json_reply({"ok": False, "error": "unknown_method", "req_method": method}, 404)
+        token = _token_of(headers, params)
+        if token is None:
+            return _json_reply({"ok": False, "error": "not_authed"})
+        if token != self.bot_token:
+            return _json_reply({"ok": False, "error": "invalid_auth"})
+        try:
+            answer = handle(params)
+        except SlackError as error:
+            return _json_reply({"ok": False, "error": error.error, **error.extra})
+        extra = {"X-OAuth-Scopes": "chat:write,commands,files:read,files:write"}
+        return _json_reply({"ok": True, **answer}, headers=extra)
+
+    # --- Web API methods (called with the lock held) ---
+
+    def _auth_test(self, params: JsonObject) -> JsonObject:
+        return {
+            "url": f"https://{TEAM_DOMAIN}.slack.com/",
+            "team": "Fake Workspace",
+            "user": "artbot",
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
+
+    def _store(self, message: Message) -> Message:
+        self._messages[(message.channel, message.ts)] = message
+        return message
+
+    def _text_and_blocks(
+        self, params: JsonObject, *, required: bool
+    ) -> tuple[str, list[JsonObject] | None]:
+        blocks = (
+            _decoded(params["blocks"], "invalid_blocks_format")
+            if params.get("blocks") not in (None, "")
+            else None
+        )
+        text = str(params.get("text") or "")
+        if required and not text and not blocks and not params.get("attachments"):
+            raise SlackError("no_text")
+        if blocks is not None:
+            errors = block_errors(blocks, max_blocks=MAX_MESSAGE_BLOCKS)
+            if errors:
+                raise SlackError(
+                    "invalid_blocks", errors=errors, response_metadata={"messages": errors}
+                )
+        return text[:MAX_TEXT], blocks
+
+    def _chat_post_message(self, params: JsonObject) -> JsonObject:
+        channel = str(params.get("channel") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        text, blocks = self._text_and_blocks(params, required=True)
+        thread_ts = str(params["thread_ts"]) if params.get("thread_ts") else None
+        message = self._store(
+            Message(
+                channel=channel,
+                ts=next_ts(),
+                text=text,
+                user=self.bot_user_id,
+                blocks=blocks,
+                thread_ts=thread_ts,
+                bot_id=self.bot_id,
+                reply_broadcast=_is_true(params.get("reply_broadcast")),
+            )
+        )
+        return {"channel": channel, "ts": message.ts, "message": message.to_slack()}
+
+    def _chat_update(self, params: JsonObject) -> JsonObject:
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        old = self._messages.get((channel, ts))
+        if old is None or old.ephemeral_to is not None:
+            raise SlackError("message_not_found")
+        if old.user != self.bot_user_id:
+            raise SlackError("cant_update_message")
+        text, blocks = self._text_and_blocks(params, required=False)
+        message = self._store(
+            dataclasses.replace(
+                old,
+                text=text if "text" in params else old.text,
+                blocks=blocks if "blocks" in params else old.blocks,
+                edits=old.edits + 1,
+            )
+        )
+        return {"channel": channel, "ts": ts, "text": message.text, "message": message.to_slack()}
+
+    def _chat_post_ephemeral(self, params: JsonObject) -> JsonObject:
+        channel, user = str(params.get("channel") or ""), str(params.get("user") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        if not user:
+            raise SlackError("user_not_in_channel")
+        text, blocks = self._text_and_blocks(params, required=True)
+        thread_ts = str(params["thread_ts"]) if params.get("thread_ts") else None
+        message = self._store(
+            Message(
+                channel=channel,
+                ts=next_ts(),
+                text=text,
+                user=self.bot_user_id,
+                blocks=blocks,
+                thread_ts=thread_ts,
+                bot_id=self.bot_id,
+                ephemeral_to=user,
+            )
+        )
+        return {"message_ts": message.ts}
+
+    def _chat_get_permalink(self, params: JsonObject) -> JsonObject:
+        channel, ts = str(params.get("channel") or ""), str(params.get("message_ts") or "")
+        message = self._messages.get((channel, ts))
+        if message is None or message.ephemeral_to is not None:
+            raise SlackError("message_not_found")
+        link = f"https://{TEAM_DOMAIN}.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        if message.is_reply:
+            link += f"?thread_ts={message.thread_ts}&cid={channel}"
+        return {"channel": channel, "permalink": link}
+
+    def _views_publish(self, params: JsonObject) -> JsonObject:
+        user_id = str(params.get("user_id") or "")
+        if not user_id:
+            raise SlackError("invalid_arguments")
+        view = _decoded(params.get("view"))
+        if not isinstance(view, dict) or view.get("type") != "home":
+            raise SlackError(
+                "invalid_arguments", response_metadata={"messages": ["view.type must be home"]}
+            )
+        view = cast(JsonObject, view)
+        errors = block_errors(view.get("blocks", []), max_blocks=MAX_VIEW_BLOCKS)
+        if errors:
+            raise SlackError("invalid_arguments", response_metadata={"messages": errors})
+        published: JsonObject = {
+            "id": f"V{next(self._ids):010d}",
+            "team_id": self.team_id,
+            "type": "home",
+            "blocks": view.get("blocks", []),
+            "private_metadata": view.get("private_metadata", ""),
+            "callback_id": view.get("callback_id", ""),
+            "external_id": view.get("external_id", ""),
+            "state": {"values": {}},
+            "hash": f"{time.time():.6f}",
+            "app_id": API_APP_ID,
+            "bot_id": self.bot_id,
+        }
+        self._home_views[user_id] = published
+        return {"view": published}
+
+    def _new_file(self, name: str, *, user: str, filetype: str | None = None) -> _File:
+        suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+        file = _File(
+            id=f"F{next(self._ids):010d}",
+            name=name,
+            user=user,
+            created=int(time.time()),
+            filetype=filetype or _FILETYPES.get(suffix, "binary"),
+            mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream",
+        )
+        self._files[file.id] = file
+        return file
+
+    def _file_object(self, file: _File) -> JsonObject:
+        private = f"{self.root_url}/files-pri/{self.team_id}-{file.id}/{file.name}"
+        public: dict[str, list[JsonObject]] = {}
+        for channel, ts, thread_ts in file.shares:
+            share: JsonObject = {"ts": ts, "channel_name": channel, "team_id": self.team_id}
+            if thread_ts is not None:
+                share.update(thread_ts=thread_ts, reply_count=0)
+            public.setdefault(channel, []).append(share)
+        return {
+            "id": file.id,
+            "created": file.created,
+            "timestamp": file.created,
+            "name": file.name,
+            "title": file.title or file.name,
+            "mimetype": file.mimetype,
+            "filetype": file.filetype,
+            "pretty_type": file.filetype.capitalize(),
+            "user": file.user,
+            "user_team": self.team_id,
+            "editable": False,
+            "size": len(file.content or b""),
+            "mode": "hosted",
+            "is_external": False,
+            "external_type": "",
+            "is_public": True,
+            "public_url_shared": False,
+            "display_as_bot": False,
+            "username": "",
+            "url_private": private,
+            "url_private_download": f"{self.root_url}/files-pri/{self.team_id}-{file.id}/download/{file.name}",
+            "permalink": f"https://{TEAM_DOMAIN}.slack.com/files/{file.user}/{file.id}/{file.name}",
+            "channels": list(public),
+            "groups": [],
+            "ims": [],
+            "shares": {"public": public} if public else {},
+            "has_rich_preview": False,
+            "file_access": "visible",
+        }
+
+    def _files_get_upload_url_external(self, params: JsonObject) -> JsonObject:
+        name, length = str(params.get("filename") or ""), str(params.get("length") or "")
+        if not name or not length.isdigit():
+            raise SlackError("invalid_arguments")
+        file = self._new_file(name, user=self.bot_user_id)
+        file.length = int(length)
+        return {"upload_url": f"{self.root_url}/upload/{file.id}", "file_id": file.id}
+
+    def _upload(self, file_id: str, content_type: str, body: bytes) -> _Reply:
+        file = self._files.get(file_id)
+        if file is None or file.completed:
+            return _Reply(404, b"Not Found", "text/plain")
+        content = body
+        # slack_sdk POSTs the raw bytes (urllib labels them form-urlencoded); browsers and other
+        # clients send multipart/form-data with the bytes in the file part.
+        if content_type.startswith("multipart/form-data"):
+            parts = _multipart(content_type, body)
+            content = next((data for _, filename, data in parts if filename is not None), b"")
+        file.content = content
+        return _Reply(200, f"OK - {len(content)}".encode(), "text/plain; charset=utf-8")
+
+    def _files_complete_upload_external(self, params: JsonObject) -> JsonObject:
+        entries = _decoded(params.get("files"))
+        if not isinstance(entries, list) or not entries:
+            raise SlackError("invalid_arguments")
+        channels = [c for c in str(params.get("channels") or "").split(",") if c]
+        if params.get("channel_id"):
+            channels.insert(0, str(params["channel_id"]))
+        thread_ts = str(params["thread_ts"]) if params.get("thread_ts") else None
+        if thread_ts is not None and len(channels) != 1:
+            raise SlackError("invalid_arguments")
+        files: list[_File] = []
+        for entry in cast(list[Any], entries):
+            file = self._files.get(str(entry.get("id"))) if isinstance(entry, dict) else None
+            if file is None or file.content is None or file.completed:
+                raise SlackError("file_not_found")
+            files.append(file)
+        comment = str(params["initial_comment"]) if params.get("initial_comment") else None
+        answer = []
+        for file, entry in zip(files, entries, strict=True):
+            file.title = str(entry.get("title") or file.name)
+            file.completed = True
+            file.initial_comment = comment
+            # Slack shares asynchronously: the answer lists no shares and no message ts.
+            answer.append(self._file_object(file))
+        for channel in channels:
+            message = self._store(
+                Message(
+                    channel=channel,
+                    ts=next_ts(),
+                    text=comment or "",
+                    user=self.bot_user_id,
+                    thread_ts=thread_ts,
+                    subtype="file_share",
+                    files=(),
+                )
+            )
+            for file in files:
+                file.shares.append((channel, message.ts, thread_ts))
+            self._store(
+                dataclasses.replace(message, files=tuple(self._file_object(f) for f in files))
+            )
+        return {"files": answer}
+
+    def _files_info(self, params: JsonObject) -> JsonObject:
+        file = self._files.get(str(params.get("file") or ""))
+        if file is None or not file.completed:
+            raise SlackError("file_not_found")
+        return {
+            "file": self._file_object(file),
+            "comments": [],
+            "response_metadata": {"next_cursor": ""},
+        }
+
+    def _download(self, path: str, headers: Mapping[str, str]) -> _Reply:
+        login = _Reply(200, LOGIN_PAGE, "text/html; charset=utf-8")
+        if _token_of(headers, {}) != self.bot_token:
+            return login
+        # /files-pri/<team>-<file id>/<name> or /files-pri/<team>-<file id>/download/<name>
+        parts = path.removeprefix("/files-pri/").split("/")
+        team, _, file_id = parts[0].partition("-")
+        file = self._files.get(file_id)
+        if team != self.team_id or file is None or not file.completed or parts[-1] != file.name:
+            return _Reply(
+                404, b"<html><body>File not found</body></html>", "text/html; charset=utf-8"
+            )
+        return _Reply(200, file.content or b"", file.mimetype)
+
+
+# --- Block Kit limits ----------------------------------------------------------------------
+
+
+def _too_long(value: Any, limit: int, pointer: str, errors: list[str]) -> None:
+    if isinstance(value, str) and len(value) > limit:
+        errors.append(f"must be less than {limit + 1} characters [json-pointer:{pointer}]")
+
+
+def _element_errors(element: Any, pointer: str, errors: list[str]) -> None:
+    if not isinstance(element, dict):
+        errors.append(f"must be an object [json-pointer:{pointer}]")
+        return
+    element = cast(JsonObject, element)
+    _too_long(element.get("action_id"), 255, f"{pointer}/action_id", errors)
+    if element.get("type") == "button":
+        text = element.get("text")
+        if not isinstance(text, dict) or cast(JsonObject, text).get("type") != "plain_text":
+            errors.append(f"must be a plain_text object [json-pointer:{pointer}/text]")
+        else:
+            _too_long(cast(JsonObject, text).get("text"), 75, f"{pointer}/text/text", errors)
+        _too_long(element.get("value"), 2000, f"{pointer}/value", errors)
+        _too_long(element.get("url"), 3000, f"{pointer}/url", errors)
+
+
+def block_errors(blocks: Any, *, max_blocks: int = MAX_MESSAGE_BLOCKS) -> list[str]:
+    """Slack's complaints about `blocks` (the limits the bot can hit), empty when it would accept them."""
+    if not isinstance(blocks, list):
+        return ["must be an array [json-pointer:/blocks]"]
+    errors: list[str] = []
+    blocks = cast(list[Any], blocks)
+    if len(blocks) > max_blocks:
+        errors.append(f"no more than {max_blocks} items allowed [json-pointer:/blocks]")
+    block_ids: set[str] = set()
+    for i, block in enumerate(blocks):
+        at = f"/blocks/{i}"
+        if not isinstance(block, dict) or "type" not in block:
+            errors.append(f"missing required field: type [json-pointer:{at}]")
+            continue
+        block = cast(JsonObject, block)
+        block_id = block.get("block_id")
+        if isinstance(block_id, str):
+            _too_long(block_id, 255, f"{at}/block_id", errors)
+            if block_id in block_ids:
+                errors.append(f"duplicate block_id {block_id!r} [json-pointer:{at}/block_id]")
+            block_ids.add(block_id)
+        kind = block["type"]
+        text = block.get("text")
+        if kind == "section":
+            if isinstance(text, dict):
+                _too_long(cast(JsonObject, text).get("text"), 3000, f"{at}/text/text", errors)
+            fields = block.get("fields") or []
+            if len(fields) > 10:
+                errors.append(f"no more than 10 items allowed [json-pointer:{at}/fields]")
+            for j, item in enumerate(fields):
+                if isinstance(item, dict):
+                    _too_long(
+                        cast(JsonObject, item).get("text"), 2000, f"{at}/fields/{j}/text", errors
+                    )
+            if "accessory" in block:
+                _element_errors(block["accessory"], f"{at}/accessory", errors)
+        elif kind == "header" and isinstance(text, dict):
+            _too_long(cast(JsonObject, text).get("text"), 150, f"{at}/text/text", errors)
+        elif kind in ("actions", "context"):
+            elements = block.get("elements") or []
+            limit = 25 if kind == "actions" else 10
+            if len(elements) > limit:
+                errors.append(f"no more than {limit} items allowed [json-pointer:{at}/elements]")
+            if kind == "actions":
+                for j, element in enumerate(elements):
+                    _element_errors(element, f"{at}/elements/{j}", errors)
+    return errors

@@ -1,0 +1,532 @@
+"""The fake Slack behaves like Slack for slack_sdk's WebClient and for Bolt."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import pytest
+from slack_bolt import Ack, App, Respond, Say
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web import SlackResponse
+
+from tests.fakes import slack_requests as sr
+from tests.fakes.slack_api import LOGIN_PAGE, FakeSlack
+from tests.fakes.workspace import (
+    BOT_ID,
+    BOT_TOKEN,
+    BOT_USER_ID,
+    CHANNEL_ID,
+    SIGNING_SECRET,
+    TEAM_ID,
+    USER_ID,
+)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+def client(fake: FakeSlack) -> WebClient:
+    return WebClient(token=fake.bot_token, base_url=fake.base_url)
+
+
+def get(url: str, token: str | None = None) -> tuple[int, str, bytes]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(
+        urllib.request.Request(url, headers=headers), timeout=5
+    ) as response:
+        return response.status, response.headers.get_content_type(), response.read()
+
+
+def data(response: SlackResponse) -> dict[str, Any]:
+    """The JSON answer, typed (SlackResponse's `[]` is typed as possibly None)."""
+    assert isinstance(response.data, dict)
+    return response.data
+
+
+def post_parent(client: WebClient, text: str = "Let's set up RL training.") -> str:
+    return str(client.chat_postMessage(channel=CHANNEL_ID, text=text)["ts"])
+
+
+# --- Web API through slack_sdk ----------------------------------------------------------------
+
+
+def test_auth_test_reports_the_fake_workspace(fake: FakeSlack, client: WebClient) -> None:
+    answer = client.auth_test()
+    assert (answer["team_id"], answer["user_id"], answer["bot_id"]) == (
+        TEAM_ID,
+        BOT_USER_ID,
+        BOT_ID,
+    )
+    [call] = fake.calls("auth.test")
+    assert call.token == BOT_TOKEN
+    assert call.header("authorization") == f"Bearer {BOT_TOKEN}"
+
+
+def test_a_thread_reads_back_what_was_posted_and_updated(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    parent = post_parent(client)
+    reply = data(
+        client.chat_postMessage(channel=CHANNEL_ID, thread_ts=parent, text="Single or multi?")
+    )
+    assert reply["message"]["thread_ts"] == parent
+    assert reply["message"]["user"] == BOT_USER_ID
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "*Multi-turn* chosen"}}]
+    client.chat_update(channel=CHANNEL_ID, ts=reply["ts"], text="Multi-turn chosen", blocks=blocks)
+    client.chat_postMessage(channel=CHANNEL_ID, text="unrelated")
+
+    thread = fake.thread(CHANNEL_ID, parent)
+    assert [m.text for m in thread] == ["Let's set up RL training.", "Multi-turn chosen"]
+    assert thread[1].blocks == blocks
+    assert (thread[0].edits, thread[1].edits) == (0, 1)
+    assert thread[1].is_reply and not thread[0].is_reply
+    assert len(fake.messages(CHANNEL_ID)) == 3
+    # slack_sdk sends chat.* as JSON bodies, so blocks arrive as a list
+    [update] = fake.calls("chat.update")
+    assert update.header("content-type") == "application/json;charset=utf-8"
+    assert update.params["blocks"] == blocks == update.json("blocks")
+
+
+def test_form_bodies_work_too_and_json_strings_are_kept_as_sent(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": "form"}}]
+    parent = post_parent(client)
+    client.api_call(
+        "chat.postMessage",
+        params={"channel": CHANNEL_ID, "thread_ts": parent, "blocks": json.dumps(blocks)},
+    )
+    [_, form] = fake.calls("chat.postMessage")
+    assert form.header("content-type") == "application/x-www-form-urlencoded"
+    assert isinstance(form.params["blocks"], str)
+    assert form.json("blocks") == blocks == fake.thread(CHANNEL_ID, parent)[1].blocks
+
+
+def test_updating_an_unknown_message_fails_like_slack(client: WebClient) -> None:
+    with pytest.raises(SlackApiError) as raised:
+        client.chat_update(channel=CHANNEL_ID, ts="1700000000.000100", text="nope")
+    assert raised.value.response["error"] == "message_not_found"
+
+
+def test_ephemeral_messages_are_kept_apart_and_cannot_be_updated(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    parent = post_parent(client)
+    ephemeral = client.chat_postEphemeral(
+        channel=CHANNEL_ID, user=USER_ID, text="only you", thread_ts=parent
+    )
+    ts = data(ephemeral)["message_ts"]
+    assert [m.ephemeral_to for m in fake.ephemerals(CHANNEL_ID)] == [USER_ID]
+    assert [m.ts for m in fake.thread(CHANNEL_ID, parent)] == [parent]
+    with pytest.raises(SlackApiError, match="message_not_found"):
+        client.chat_update(channel=CHANNEL_ID, ts=ts, text="edited")
+
+
+def test_permalinks_point_into_the_thread(client: WebClient) -> None:
+    parent = post_parent(client)
+    reply = data(client.chat_postMessage(channel=CHANNEL_ID, thread_ts=parent, text="r"))["ts"]
+    link = data(client.chat_getPermalink(channel=CHANNEL_ID, message_ts=reply))["permalink"]
+    assert link.endswith(f"/p{reply.replace('.', '')}?thread_ts={parent}&cid={CHANNEL_ID}")
+
+
+def test_block_kit_limits_are_enforced(client: WebClient) -> None:
+    too_many = [{"type": "divider"}] * 51
+    with pytest.raises(SlackApiError) as raised:
+        client.chat_postMessage(channel=CHANNEL_ID, text="t", blocks=too_many)
+    assert raised.value.response["error"] == "invalid_blocks"
+    button = {
+        "type": "button",
+        "action_id": "pick",
+        "text": {"type": "plain_text", "text": "x" * 76},
+        "value": "v",
+    }
+    with pytest.raises(SlackApiError, match="invalid_blocks"):
+        client.chat_postMessage(
+            channel=CHANNEL_ID, text="t", blocks=[{"type": "actions", "elements": [button]}]
+        )
+    with pytest.raises(SlackApiError, match="no_text"), pytest.warns(UserWarning, match="`text`"):
+        client.chat_postMessage(channel=CHANNEL_ID)
+
+
+def test_malformed_bodies_are_answered_not_dropped(fake: FakeSlack) -> None:
+    request = urllib.request.Request(
+        f"{fake.base_url}chat.postMessage",
+        data=b"{not json",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {BOT_TOKEN}"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert json.loads(response.read()) == {"ok": False, "error": "invalid_json"}
+    client = WebClient(token=fake.bot_token, base_url=fake.base_url)
+    with pytest.raises(SlackApiError, match="invalid_blocks_format"):
+        client.api_call("chat.postMessage", params={"channel": CHANNEL_ID, "blocks": "[oops"})
+
+
+def test_home_tab_views_are_kept_per_user(fake: FakeSlack, client: WebClient) -> None:
+    view = {
+        "type": "home",
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "hi"}}],
+    }
+    client.views_publish(user_id=USER_ID, view=view)
+    published = fake.home_view(USER_ID)
+    assert published is not None and published["blocks"] == view["blocks"]
+    with pytest.raises(SlackApiError, match="invalid_arguments"):
+        client.views_publish(
+            user_id=USER_ID, view={"type": "home", "blocks": [{"type": "divider"}] * 101}
+        )
+
+
+def test_files_upload_v2_lands_in_the_thread(fake: FakeSlack, client: WebClient) -> None:
+    parent = post_parent(client)
+    answer = client.files_upload_v2(
+        channel=CHANNEL_ID,
+        thread_ts=parent,
+        content="print('hello')\n",
+        filename="x.py",
+        initial_comment="Your script",
+    )
+    assert [c.method for c in fake.calls()][1:] == [
+        "files.getUploadURLExternal",
+        "upload",
+        "files.completeUploadExternal",
+    ]
+    file = data(answer)["file"]
+    assert (file["name"], file["title"], file["filetype"]) == ("x.py", "x.py", "python")
+    assert file["shares"] == {}  # sharing is asynchronous on Slack: no message ts to thread on
+
+    [uploaded] = fake.uploaded_files()
+    assert uploaded.content == b"print('hello')\n"
+    assert (uploaded.name, uploaded.channel, uploaded.thread_ts) == ("x.py", CHANNEL_ID, parent)
+    assert uploaded.initial_comment == "Your script"
+
+    shared = fake.thread(CHANNEL_ID, parent)[-1]
+    assert (shared.text, shared.subtype, shared.files[0]["id"]) == (
+        "Your script",
+        "file_share",
+        file["id"],
+    )
+    info = data(client.files_info(file=file["id"]))["file"]
+    assert info["shares"]["public"][CHANNEL_ID][0]["thread_ts"] == parent
+    assert get(file["url_private"], BOT_TOKEN)[2] == b"print('hello')\n"
+
+
+def test_the_upload_url_also_takes_multipart(fake: FakeSlack, client: WebClient) -> None:
+    target = data(client.files_getUploadURLExternal(filename="data.csv", length=4))
+    boundary = uuid.uuid4().hex
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="data.csv"\r\n'
+        f"Content-Type: text/csv\r\n\r\na,b\n\r\n--{boundary}--\r\n"
+    ).encode()
+    request = urllib.request.Request(
+        target["upload_url"],
+        data=body,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.read() == b"OK - 4"
+    client.files_completeUploadExternal(files=[{"id": target["file_id"]}], channel_id=CHANNEL_ID)
+    [uploaded] = fake.uploaded_files()
+    assert (uploaded.content, uploaded.thread_ts) == (b"a,b\n", None)
+
+
+def test_completing_an_upload_that_never_happened_fails(client: WebClient) -> None:
+    target = data(client.files_getUploadURLExternal(filename="x.py", length=3))
+    with pytest.raises(SlackApiError, match="file_not_found"):
+        client.files_completeUploadExternal(
+            files=[{"id": target["file_id"]}], channel_id=CHANNEL_ID
+        )
+
+
+def test_user_files_download_only_with_the_bot_token(fake: FakeSlack, client: WebClient) -> None:
+    file = fake.add_user_file("tools.json", b'[{"type": "function"}]')
+    assert (file["filetype"], file["size"], file["mimetype"]) == ("json", 22, "application/json")
+
+    assert get(file["url_private"], BOT_TOKEN) == (
+        200,
+        "application/json",
+        b'[{"type": "function"}]',
+    )
+    assert get(file["url_private_download"], BOT_TOKEN)[2] == b'[{"type": "function"}]'
+    # Slack answers a missing or wrong token with its login page, status 200, not an error
+    for token in (None, "xoxb-wrong"):
+        status, content_type, body = get(file["url_private"], token)
+        assert (status, content_type, body) == (200, "text/html", LOGIN_PAGE)
+    assert data(client.files_info(file=file["id"]))["file"]["name"] == "tools.json"
+
+
+def test_rate_limits_are_retried_by_the_rate_limit_handler(fake: FakeSlack) -> None:
+    # slack_sdk sleeps int(Retry-After) + random() seconds: 0 keeps this under a second
+    fake.rate_limit("chat.postMessage", times=1, retry_after=0)
+    patient = WebClient(
+        token=fake.bot_token,
+        base_url=fake.base_url,
+        retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=1)],
+    )
+    assert patient.chat_postMessage(channel=CHANNEL_ID, text="hi")["ok"]
+    assert [c.status for c in fake.calls("chat.postMessage")] == [429, 200]
+    assert len(fake.messages(CHANNEL_ID)) == 1
+
+
+def test_rate_limits_fail_without_the_handler(fake: FakeSlack, client: WebClient) -> None:
+    fake.rate_limit("chat.postMessage", times=1, retry_after=7)
+    with pytest.raises(SlackApiError) as raised:
+        client.chat_postMessage(channel=CHANNEL_ID, text="hi")
+    response = raised.value.response
+    assert (response.status_code, response["error"], response.headers["Retry-After"]) == (
+        429,
+        "ratelimited",
+        "7",
+    )
+    assert client.chat_postMessage(channel=CHANNEL_ID, text="hi")["ok"]  # only once
+
+
+def test_failures_and_delays_are_injected_per_method(fake: FakeSlack, client: WebClient) -> None:
+    fake.fail("chat.update", "internal_error", times=2)
+    fake.delay("chat.postMessage", 0.2)
+    started = time.monotonic()
+    ts = post_parent(client)
+    assert time.monotonic() - started >= 0.2
+    for _ in range(2):
+        with pytest.raises(SlackApiError, match="internal_error"):
+            client.chat_update(channel=CHANNEL_ID, ts=ts, text="x")
+    assert client.chat_update(channel=CHANNEL_ID, ts=ts, text="x")["ok"]
+    assert [c.ok for c in fake.calls("chat.update")] == [False, False, True]
+
+
+def test_tokens_are_checked_like_slack(fake: FakeSlack) -> None:
+    with pytest.raises(SlackApiError) as raised:
+        WebClient(token="xoxb-wrong", base_url=fake.base_url).auth_test()
+    assert raised.value.response["error"] == "invalid_auth"
+    with pytest.raises(SlackApiError, match="not_authed"):
+        WebClient(base_url=fake.base_url).chat_postMessage(channel=CHANNEL_ID, text="x")
+
+
+def test_unknown_methods_are_refused(fake: FakeSlack, client: WebClient) -> None:
+    with pytest.raises(SlackApiError) as raised:
+        client.api_call("files.upload", data={"channels": CHANNEL_ID, "content": "x"})
+    assert (raised.value.response.status_code, raised.value.response["error"]) == (
+        404,
+        "unknown_method",
+    )
+    assert fake.calls()[-1].method == "files.upload"
+
+
+def test_concurrent_posts_get_unique_timestamps(fake: FakeSlack, client: WebClient) -> None:
+    def post_ten() -> None:
+        for i in range(10):
+            client.chat_postMessage(channel=CHANNEL_ID, text=str(i))
+
+    threads = [threading.Thread(target=post_ten) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stamps = [m.ts for m in fake.messages(CHANNEL_ID)]
+    assert len(stamps) == len(set(stamps)) == 80
+    assert len(fake.calls("chat.postMessage")) == 80
+
+
+def test_wait_for_wakes_on_the_call_and_times_out_otherwise(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    timer = threading.Timer(0.05, lambda: client.chat_postMessage(channel=CHANNEL_ID, text="late"))
+    timer.start()
+    fake.wait_for(lambda s: len(s.messages(CHANNEL_ID)) == 1, timeout=5)
+    timer.join()
+    with pytest.raises(TimeoutError, match=r"chat\.postMessage:200"):
+        fake.wait_for(lambda s: len(s.messages(CHANNEL_ID)) == 2, timeout=0.1)
+    fake.reset()
+    assert fake.calls() == [] and fake.messages(CHANNEL_ID) == []
+
+
+# --- Signed requests -------------------------------------------------------------------------
+
+BUILDERS: dict[str, Callable[..., sr.SignedRequest]] = {
+    "slash_command": lambda **kw: sr.slash_command("/train-rl", "math", **kw),
+    "event_callback": lambda **kw: sr.event_callback(sr.message_event("hi"), **kw),
+    "block_actions": lambda **kw: sr.block_actions("pick", "multi", message_ts="1.000001", **kw),
+    "app_home_opened": lambda **kw: sr.app_home_opened(USER_ID, **kw),
+    "url_verification": lambda **kw: sr.url_verification(**kw),
+}
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_requests_are_signed_like_slack(name: str) -> None:
+    verifier = SignatureVerifier(SIGNING_SECRET)
+    build = BUILDERS[name]
+    good = build()
+    assert verifier.is_valid_request(good.body, good.headers)
+    forged = build(signing_secret="not-the-secret")
+    assert not verifier.is_valid_request(forged.body, forged.headers)
+    stale = build(timestamp=int(time.time()) - 301)
+    assert not verifier.is_valid_request(stale.body, stale.headers)
+
+
+def test_retries_carry_slacks_headers_and_the_same_event_id() -> None:
+    first = sr.event_callback(sr.message_event("hi"))
+    again = sr.event_callback(
+        sr.message_event("hi"), event_id=first.payload()["event_id"], retry_num=1
+    )
+    assert again.payload()["event_id"] == first.payload()["event_id"]
+    assert (again.headers["X-Slack-Retry-Num"], again.headers["X-Slack-Retry-Reason"]) == (
+        "1",
+        "http_timeout",
+    )
+    assert "X-Slack-Retry-Num" not in first.headers
+
+
+# --- Through Bolt ----------------------------------------------------------------------------
+
+
+def bolt_app(fake: FakeSlack) -> App:
+    return App(
+        signing_secret=SIGNING_SECRET,
+        client=WebClient(token=fake.bot_token, base_url=fake.base_url),
+    )
+
+
+def test_a_wizard_conversation_through_bolt(fake: FakeSlack) -> None:
+    app = bolt_app(fake)
+
+    @app.command("/train-rl")
+    def start(ack: Ack, client: WebClient, command: dict[str, Any]) -> None:
+        ack()
+        client.chat_postMessage(channel=command["channel_id"], text="Let's set up RL training.")
+
+    @app.event("message")
+    def reply(event: dict[str, Any], say: Say) -> None:
+        if event.get("thread_ts"):
+            say(text=f"Got: {event['text']}", thread_ts=event["thread_ts"])
+
+    response = app.dispatch(sr.slash_command("/train-rl").as_bolt_request())
+    assert response.status == 200
+    fake.wait_for(lambda s: len(s.messages(CHANNEL_ID)) == 1)
+    parent = fake.messages(CHANNEL_ID)[0].ts
+
+    event = fake.post_as_user(CHANNEL_ID, "multi-turn", thread_ts=parent)
+    assert app.dispatch(sr.event_callback(event).as_bolt_request()).status == 200
+    fake.wait_for(lambda s: len(s.thread(CHANNEL_ID, parent)) == 3)
+    assert [(m.user, m.text) for m in fake.thread(CHANNEL_ID, parent)] == [
+        (BOT_USER_ID, "Let's set up RL training."),
+        (USER_ID, "multi-turn"),
+        (BOT_USER_ID, "Got: multi-turn"),
+    ]
+    # A stale or forged request never reaches a listener
+    stale = sr.slash_command("/train-rl", timestamp=int(time.time()) - 600)
+    assert app.dispatch(stale.as_bolt_request()).status == 401
+    forged = sr.slash_command("/train-rl", signing_secret="guess")
+    assert app.dispatch(forged.as_bolt_request()).status == 401
+
+
+def test_every_message_shape_reaches_bolt_and_our_own_echo_does_not(fake: FakeSlack) -> None:
+    # process_before_response: dispatch returns after the listener ran, so nothing to wait for
+    app = App(
+        signing_secret=SIGNING_SECRET,
+        client=WebClient(token=fake.bot_token, base_url=fake.base_url),
+        process_before_response=True,
+    )
+    seen: list[str | None] = []
+
+    @app.event("message")
+    def record(event: dict[str, Any]) -> None:
+        seen.append(event.get("subtype"))
+
+    parent = "1700000000.000100"
+    said = sr.message_event("hi", thread_ts=parent)
+    file = fake.add_user_file("env.py", b"x = 1\n")
+    events = [
+        said,
+        sr.thread_broadcast_event("also here", thread_ts=parent),
+        sr.message_changed_event(said, "hi!"),
+        sr.message_deleted_event(said),
+        sr.bot_message_event("from a webhook"),
+        sr.file_share_event([file], thread_ts=parent),
+        sr.bot_message_event("our echo", bot_id=BOT_ID, bot_user_id=BOT_USER_ID, thread_ts=parent),
+    ]
+    for event in events:
+        assert app.dispatch(sr.event_callback(event).as_bolt_request()).status == 200
+    assert seen == [
+        None,
+        "thread_broadcast",
+        "message_changed",
+        "message_deleted",
+        "bot_message",
+        "file_share",
+    ]
+
+
+def test_button_clicks_reach_bolt_and_respond_reaches_the_fake(fake: FakeSlack) -> None:
+    app = bolt_app(fake)
+    clicked: list[dict[str, Any]] = []
+
+    @app.action("turns")
+    def on_turns(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        clicked.append(body)
+        respond(text="Multi-turn it is", replace_original=False)
+
+    client = WebClient(token=fake.bot_token, base_url=fake.base_url)
+    parent = post_parent(client)
+    button = {
+        "type": "button",
+        "action_id": "turns",
+        "text": {"type": "plain_text", "text": "Multi-turn"},
+        "value": "multi",
+    }
+    asked = client.chat_postMessage(
+        channel=CHANNEL_ID,
+        thread_ts=parent,
+        text="Single or multi?",
+        blocks=[{"type": "actions", "block_id": "q-turns", "elements": [button]}],
+    )
+    question = data(asked)["ts"]
+    shown = fake.message(CHANNEL_ID, question)
+    assert shown is not None
+    request = sr.block_actions(
+        "turns",
+        "multi",
+        message_ts=question,
+        message=shown.to_slack(),
+        response_url=fake.response_url(),
+    )
+    assert app.dispatch(request.as_bolt_request()).status == 200
+    fake.wait_for(lambda s: len(s.responses()) == 1)
+    [body] = clicked
+    assert body["container"]["thread_ts"] == parent
+    assert body["actions"][0]["block_id"] == "q-turns"
+    assert body["actions"][0]["text"]["text"] == "Multi-turn"
+    assert fake.responses()[0]["text"] == "Multi-turn it is"
+
+
+def test_signed_requests_post_to_a_running_bolt_server(fake: FakeSlack) -> None:
+    app = bolt_app(fake)
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server: WSGIServer = make_server("127.0.0.1", 0, SlackRequestHandler(app), handler_class=Quiet)
+    serving = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    serving.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/slack/events"
+        answer = sr.url_verification("abc123").post(url)
+        assert (answer.status, answer.body) == (200, '{"challenge": "abc123"}')
+        assert sr.url_verification(signing_secret="guess").post(url).status == 401
+    finally:
+        server.shutdown()
+        server.server_close()
