@@ -142,12 +142,25 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         run_dryrun_command,
     ),
     Subcommand(
+        "serve",
+        "run the Slack bot: HTTP at /slack/events, or Socket Mode when SLACK_APP_TOKEN is set",
+        lambda parser: _serve_module().add_serve_arguments(parser),
+        lambda args: _serve_module().run_serve_command(args),
+    ),
+    Subcommand(
         "render",
         "turn a JSON file of answers into a training script, validated as in chat",
         _render_arguments,
         _cmd_render,
     ),
 )
+
+
+def _serve_module() -> Any:
+    # Imported on use: the other commands need none of Slack's libraries.
+    import bot.serve
+
+    return bot.serve
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,150 @@
+"""Block Kit for the wizard: engine messages in, Slack message payloads out. Pure: no client calls.
+
+Slack's limits (slack-notes): 50 blocks a message, 3,000 characters a section, 75 a button's
+text, 2,000 its value, 255 an action id, 25 elements an actions block, and `text` under 4,000.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flows.engine import Message, Notice, OptionView, Problem, Question
+
+Block = dict[str, Any]
+
+SECTION_LIMIT = 3_000
+TEXT_LIMIT = 3_900
+BUTTON_TEXT_LIMIT = 75
+MAX_BLOCKS = 50
+ANSWER_ACTION = "wizard_answer"
+RESULT_ACTIONS = ("result_approve", "result_edit", "result_regenerate", "result_cancel")
+
+
+@dataclass(frozen=True)
+class SlackMessage:
+    """What chat.postMessage / chat.update need: fallback text and blocks."""
+
+    text: str
+    blocks: list[Block]
+    step_id: str | None = None
+    """Set when the message asks a question (so it can be updated once answered)."""
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def escape(text: str) -> str:
+    """Slack's mrkdwn escaping: user text must not become mentions or links."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def sections(text: str) -> list[Block]:
+    """Text as mrkdwn sections of at most 3,000 characters each (split on line ends)."""
+    chunks: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        while len(line) > SECTION_LIMIT:
+            if current:
+                chunks.append(current)
+                current = ""
+            chunks.append(line[:SECTION_LIMIT])
+            line = line[SECTION_LIMIT:]
+        candidate = f"{current}\n{line}" if current else line
+        if len(candidate) > SECTION_LIMIT:
+            chunks.append(current)
+            current = line
+        else:
+            current = candidate
+    if current or not chunks:
+        chunks.append(current or " ")
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": chunk}} for chunk in chunks]
+
+
+def question_message(question: Question) -> SlackMessage:
+    """One question: its text, then buttons (choices) or a hint to reply in the thread."""
+    progress = f"Question {question.position} of {question.total}" if question.total else ""
+    # Engine text can quote the user: escaped, so "<!channel>" in an answer pings nobody.
+    blocks = sections(escape(question.text))
+    if question.options:
+        blocks.extend(_buttons(question.step_id, question.options))
+    hint = escape(question.hint) or ("" if question.options else "Reply in this thread.")
+    if question.options and question.hint:
+        hint += " Or type the option's number."
+    context = " · ".join(part for part in (progress, hint) if part)
+    if context:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": clip(context, SECTION_LIMIT)}]})
+    fallback = question.text
+    if question.options:
+        fallback += "\n" + "\n".join(f"{o.number}. {o.label}" for o in question.options)
+    return SlackMessage(clip(fallback, TEXT_LIMIT), blocks[:MAX_BLOCKS], question.step_id)
+
+
+def _buttons(step_id: str, options: tuple[OptionView, ...]) -> list[Block]:
+    elements = []
+    for option in options:
+        button: Block = {
+            "type": "button",
+            "action_id": f"{ANSWER_ACTION}:{option.number}",
+            "text": {"type": "plain_text", "text": clip(f"{option.number}. {option.label}", BUTTON_TEXT_LIMIT)},
+            "value": f"{step_id}|{option.value}"[:2000],
+        }
+        if option.recommended:
+            button["style"] = "primary"
+        elements.append(button)
+    # 25 elements per actions block at most.
+    return [
+        {"type": "actions", "block_id": f"answer:{step_id}:{i}", "elements": elements[i : i + 25]}
+        for i in range(0, len(elements), 25)
+    ]
+
+
+def parse_answer_value(value: str) -> tuple[str, str] | None:
+    """A button's value back into (step_id, option value); None when it is not ours."""
+    step_id, sep, option = value.partition("|")
+    return (step_id, option) if sep and step_id else None
+
+
+def notice_message(notice: Notice) -> SlackMessage:
+    text = escape(notice.text)
+    return SlackMessage(clip(text, TEXT_LIMIT), sections(text)[:MAX_BLOCKS])
+
+
+def problem_message(problem: Problem) -> SlackMessage:
+    text = f":warning: {escape(problem.text)}"
+    return SlackMessage(clip(text, TEXT_LIMIT), sections(text)[:MAX_BLOCKS])
+
+
+def engine_message(message: Message) -> SlackMessage:
+    if isinstance(message, Question):
+        return question_message(message)
+    if isinstance(message, Problem):
+        return problem_message(message)
+    return notice_message(message)
+
+
+def answered_message(question_text: str, shown: str) -> SlackMessage:
+    """A question once answered: its text and the answer, without buttons."""
+    answer = escape(clip(shown, 1_000)) or "(empty)"
+    text = f"{clip(escape(question_text), SECTION_LIMIT - len(answer) - 10)}\n:white_check_mark: *{answer}*"
+    return SlackMessage(clip(text, TEXT_LIMIT), sections(text)[:MAX_BLOCKS])
+
+
+def result_buttons(session_ref: str) -> Block:
+    """Approve and run / Edit an answer / Regenerate / Cancel, under the generated script."""
+    labels = ("Approve and run", "Edit an answer", "Regenerate", "Cancel")
+    elements: list[Block] = []
+    for action_id, label in zip(RESULT_ACTIONS, labels, strict=True):
+        button: Block = {
+            "type": "button",
+            "action_id": action_id,
+            "text": {"type": "plain_text", "text": label},
+            "value": session_ref[:2000],
+        }
+        if action_id == "result_approve":
+            button["style"] = "primary"
+        if action_id == "result_cancel":
+            button["style"] = "danger"
+        elements.append(button)
+    return {"type": "actions", "block_id": "result", "elements": elements}

@@ -1,0 +1,89 @@
+"""The bot's settings, from the environment. Missing or invalid ones stop startup with a clear message."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(Exception):
+    """Settings that cannot work; the message lists every problem, one per line."""
+
+
+class BotSettings(BaseSettings):
+    """`artbot serve`'s configuration. Secrets are SecretStr: they never print."""
+
+    model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
+
+    slack_bot_token: SecretStr = Field(description="the bot token, xoxb-...")
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, description="verifies Slack's HTTP requests (HTTP mode)"
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None, description="xapp-...: Socket Mode instead of HTTP"
+    )
+    slack_api_url: str | None = Field(
+        default=None, description="another base URL for Slack's Web API (tests, proxies)"
+    )
+    artbot_database_url: str | None = Field(default=None, description="SQLAlchemy URL of the session store")
+    artbot_session_idle_hours: float = Field(default=72.0, gt=0, description="idle sessions expire after this")
+    artbot_max_upload_bytes: int = Field(default=1_000_000, gt=0, le=20_000_000)
+    artbot_dryrun: bool = Field(default=True, description="dry-run generated scripts before posting them")
+    artbot_scripts_dir: str | None = Field(default=None, description="where generated scripts are kept")
+    port: int = Field(default=3000, ge=1, le=65535)
+
+    @field_validator("slack_bot_token")
+    @classmethod
+    def _bot_token_shape(cls, value: SecretStr) -> SecretStr:
+        if not value.get_secret_value().startswith("xoxb-"):
+            raise ValueError("must be a bot token starting with xoxb-")
+        return value
+
+    @field_validator("slack_app_token")
+    @classmethod
+    def _app_token_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith("xapp-"):
+            raise ValueError("must be an app-level token starting with xapp-")
+        return value
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _api_url_shape(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL such as https://slack.com/api/")
+        # slack_sdk joins method names onto the base URL: it must end with a slash.
+        return value if value.endswith("/") else value + "/"
+
+    @model_validator(mode="after")
+    def _transport(self) -> BotSettings:
+        if self.slack_app_token is None and self.slack_signing_secret is None:
+            raise ValueError(
+                "set SLACK_SIGNING_SECRET (HTTP mode) or SLACK_APP_TOKEN (Socket Mode)"
+            )
+        return self
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.slack_app_token is not None
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> BotSettings:
+    """Settings from `env` (default: the process environment); SettingsError lists what is wrong."""
+    try:
+        if env is None:
+            return BotSettings()  # pyright: ignore[reportCallIssue]
+        return BotSettings.model_validate({k.lower(): v for k, v in env.items()})
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors():
+            where = ".".join(str(part) for part in problem["loc"]).upper() or "settings"
+            message = problem["msg"].removeprefix("Value error, ")
+            if problem["type"] == "missing":
+                field = BotSettings.model_fields.get(where.lower())
+                message = f"missing ({field.description})" if field and field.description else "missing"
+            lines.append(f"{where}: {message}")
+        raise SettingsError("Cannot start artbot:\n" + "\n".join(f"  {line}" for line in lines)) from None
