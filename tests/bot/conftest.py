@@ -1,0 +1,214 @@
+"""A bot wired to a fake Slack on loopback and a real database (SQLite, and PostgreSQL when set)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slack_bolt import App
+from sqlalchemy import text
+
+from artbot.dryrun import DryrunReport
+from artbot.session_store import SessionKey, create_database_engine
+from bot.app import build_service, create_app
+from bot.settings import BotSettings, load_settings
+from bot.wizard import WizardService
+from tests.fakes.slack_api import FakeSlack, Message
+from tests.fakes.slack_requests import (
+    SignedRequest,
+    block_actions,
+    event_callback,
+    message_event,
+    slash_command,
+)
+from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID, SIGNING_SECRET, TEAM_ID, USER_ID
+
+POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
+
+
+@dataclass
+class Database:
+    url: str
+    schema: str | None = None
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeSlack]:
+    with FakeSlack() as slack:
+        yield slack
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param(
+            "postgres",
+            marks=[pytest.mark.postgres, pytest.mark.skipif(not POSTGRES_URL, reason="ARTBOT_TEST_POSTGRES_URL is not set")],
+        ),
+    ]
+)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        yield Database(f"sqlite:///{tmp_path / 'artbot.db'}")
+        return
+    assert POSTGRES_URL is not None
+    schema = f"artbot_bot_{uuid.uuid4().hex[:12]}"
+    admin = create_database_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield Database(POSTGRES_URL, schema)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@dataclass
+class Bot:
+    """One running bot: its Bolt app, its service, and the fake Slack it talks to."""
+
+    app: App
+    service: WizardService
+    fake: FakeSlack
+    settings: BotSettings
+    executor: ThreadPoolExecutor
+
+    def dispatch(self, request: SignedRequest) -> int:
+        response = self.app.dispatch(request.as_bolt_request())
+        return response.status
+
+
+@dataclass
+class BotFactory:
+    fake: FakeSlack
+    database: Database
+    scripts: Path
+    made: list[Bot] = field(default_factory=list)
+
+    def __call__(self, *, dryrun: Callable[[Path], DryrunReport] | None = None, **env: str) -> Bot:
+        settings = load_settings(
+            {
+                "SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                "SLACK_API_URL": self.fake.base_url,
+                "ARTBOT_DATABASE_URL": self.database.url,
+                "ARTBOT_SCRIPTS_DIR": str(self.scripts),
+                "ARTBOT_DRYRUN": "true" if dryrun else "false",
+                **env,
+            }
+        )
+        executor = ThreadPoolExecutor(max_workers=2)
+        kwargs: dict[str, Any] = {"dryrun": dryrun} if dryrun else {}
+        service = build_service(settings, executor=executor, schema=self.database.schema, **kwargs)
+        bot = Bot(create_app(settings, service), service, self.fake, settings, executor)
+        self.made.append(bot)
+        return bot
+
+
+@pytest.fixture
+def make_bot(fake: FakeSlack, database: Database, tmp_path: Path) -> Iterator[BotFactory]:
+    factory = BotFactory(fake, database, tmp_path / "scripts")
+    yield factory
+    for bot in factory.made:
+        bot.executor.shutdown(wait=True)
+        bot.service.store.close()
+
+
+@dataclass
+class SlackUser:
+    """A person in the fake workspace, talking to the bot the way Slack delivers it."""
+
+    bot: Bot
+    user: str = USER_ID
+    channel: str = CHANNEL_ID
+    thread: str = ""
+
+    @property
+    def fake(self) -> FakeSlack:
+        return self.bot.fake
+
+    @property
+    def key(self) -> SessionKey:
+        return SessionKey(TEAM_ID, self.channel, self.thread)
+
+    def settle(self, quiet_s: float = 0.15, timeout: float = 30.0) -> None:
+        """Wait until the bot has stopped talking to Slack for a moment (a turn can post several messages)."""
+        deadline = time.monotonic() + timeout
+        seen, since = len(self.fake.calls()), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = len(self.fake.calls())
+            if now != seen:
+                seen, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet_s:
+                return
+
+    def bot_messages(self) -> list[Message]:
+        return [m for m in self.fake.thread(self.channel, self.thread) if m.bot_id and m.ts != self.thread]
+
+    def command(self, text: str = "") -> str:
+        before = len(self.fake.messages(self.channel))
+        assert self.bot.dispatch(slash_command(text=text, user_id=self.user, channel_id=self.channel)) == 200
+        self.fake.wait_for(lambda f: any(m.is_reply for m in f.messages(self.channel)[before:]))
+        self.settle()
+        parents = [m for m in self.fake.messages(self.channel)[before:] if not m.is_reply]
+        self.thread = parents[0].ts
+        return self.thread
+
+    def reply(self, text: str, *, event_id: str | None = None, retry_num: int | None = None, wait: bool = True) -> int:
+        count = len(self.bot_messages())
+        event = message_event(text, channel=self.channel, user=self.user, thread_ts=self.thread)
+        status = self.bot.dispatch(event_callback(event, event_id=event_id, retry_num=retry_num))
+        if wait:
+            self.fake.wait_for(lambda f: len(self.bot_messages()) > count)
+            self.settle()
+        return status
+
+    def open_question(self) -> Message:
+        """The latest message in the thread that still has buttons."""
+        for message in reversed(self.bot_messages()):
+            if any(block.get("type") == "actions" for block in message.blocks or []):
+                return message
+        raise AssertionError("no question with buttons in the thread")
+
+    def click(self, label: str, *, wait: bool = True) -> int:
+        """Click the button whose text contains `label`, on the latest question."""
+        message = self.open_question()
+        for block in message.blocks or []:
+            for element in block.get("elements", []) if block.get("type") == "actions" else []:
+                if label in element["text"]["text"]:
+                    count = len(self.bot_messages())
+                    request = block_actions(
+                        element["action_id"],
+                        element["value"],
+                        message_ts=message.ts,
+                        user_id=self.user,
+                        channel_id=self.channel,
+                        message=message.to_slack(),
+                    )
+                    status = self.bot.dispatch(request)
+                    if wait:
+                        self.fake.wait_for(lambda f: len(self.bot_messages()) > count)
+                        self.settle()
+                    return status
+        raise AssertionError(f"no button {label!r} on {message.text!r}")
+
+    def last_text(self) -> str:
+        return self.bot_messages()[-1].text
+
+    def asked(self) -> str:
+        """The step the bot asked last (from the engine's session, the record of truth)."""
+        stored = self.bot.service.store.get(self.key)
+        assert stored is not None
+        from flows.train_rl import TRAIN_RL
+
+        step = TRAIN_RL.next_step(stored.session.answers)
+        return step.id if step else "<done>"
