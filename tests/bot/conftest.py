@@ -196,7 +196,7 @@ class SlackUser:
                     )
                     status = self.bot.dispatch(request)
                     if wait:
-                        self.fake.wait_for(lambda f: len(self.bot_messages()) > count)
+                        self.fake.wait_for(lambda f, before=count: len(self.bot_messages()) > before)
                         self.settle()
                     return status
         raise AssertionError(f"no button {label!r} on {message.text!r}")
