@@ -314,3 +314,11 @@ def test_the_dry_run_outcome_is_posted_when_ready(make_bot: BotFactory, fake: Fa
     user.command()
     answer_single_turn_ruler(user)
     fake.wait_for(lambda f: any("Dry run passed" in m.text for m in user.bot_messages()), timeout=120)
+
+
+def test_it_works_the_same_in_a_direct_message(make_bot: BotFactory, fake: FakeSlack) -> None:
+    user = SlackUser(make_bot(), channel="D0DIRECT")
+    user.command()
+    assert user.bot_messages()[0].text.startswith("Can an episode")
+    user.click("Only logged")
+    assert user.asked() == "turns"
