@@ -22,6 +22,7 @@ from flows.train_rl import TRAIN_RL, hyperparameters
 log = logging.getLogger(__name__)
 
 Dryrun = Callable[[Path], DryrunReport]
+REPORT_IN_MESSAGE = 2_800
 
 
 def session_ref(key: SessionKey) -> str:
@@ -135,8 +136,20 @@ class ScriptResults:
             self._poster.post(client, key, _text(f":x: The dry run itself failed: {escape(str(error))}"))
             return
         verdict = ":white_check_mark: Dry run passed" if report.ok else ":x: Dry run failed"
-        details = clip(report.format(), 2_800)
-        self._poster.post(client, key, _text(f"{verdict}.\n```{escape(details)}```"))
+        full = report.format()
+        self._poster.post(client, key, _text(f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"))
+        if len(full) > REPORT_IN_MESSAGE:
+            # Too long for a message: the whole report goes into the thread as a file.
+            try:
+                client.files_upload_v2(
+                    channel=key.channel,
+                    thread_ts=key.thread,
+                    content=full,
+                    filename=f"{path.stem}.dryrun.txt",
+                    title=f"Dry run of {path.name}",
+                )
+            except SlackApiError as error:
+                log.warning("uploading the dry-run report failed in %s: %s", key, error.response.get("error"))
 
 
 def _text(text: str) -> SlackMessage:

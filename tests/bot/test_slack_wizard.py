@@ -322,3 +322,21 @@ def test_it_works_the_same_in_a_direct_message(make_bot: BotFactory, fake: FakeS
     assert user.bot_messages()[0].text.startswith("Can an episode")
     user.click("Only logged")
     assert user.asked() == "turns"
+
+
+def test_a_long_dry_run_report_goes_into_the_thread_as_a_file(make_bot: BotFactory, fake: FakeSlack) -> None:
+    def failing_dryrun(path: Path) -> DryrunReport:
+        return DryrunReport(
+            script=path, exit_code=1, rollouts=8, rollout_exceptions=8, reward_min=None, reward_max=None,
+            steps_trained=0, validations=0, last_val_reward=None,
+            first_error="Traceback (most recent call last):\n" + "  frame\n" * 1000 + "ZeroDivisionError: division by zero",
+            problems=("every rollout raised",), output_tail="",
+        )
+
+    user = SlackUser(make_bot(dryrun=failing_dryrun))
+    user.command()
+    answer_single_turn_ruler(user)
+    fake.wait_for(lambda f: any(u.name == "math-solver-001.dryrun.txt" for u in f.uploaded_files()), timeout=60)
+    report = next(u for u in fake.uploaded_files() if u.name.endswith(".dryrun.txt"))
+    assert b"ZeroDivisionError" in report.content
+    assert any("Dry run failed" in m.text for m in user.bot_messages())
