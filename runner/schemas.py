@@ -1,0 +1,144 @@
+"""The runner's wire schemas: the only thing the bot and the runner share. They talk over HTTP.
+
+A job is one training script run on a GPU host. Its events are an append-only log with a
+cursor (`seq`), so a follower that restarts resumes where it was.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_SCRIPT_BYTES = 2_000_000
+ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]{0,127}$"
+
+
+class JobState(StrEnum):
+    queued = "queued"
+    starting = "starting"  # preflight and dependency install
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+    lost = "lost"  # the runner restarted and the job's process was gone
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.succeeded, JobState.failed, JobState.cancelled, JobState.lost)
+
+
+class EventType(StrEnum):
+    queued = "queued"
+    started = "started"
+    step = "step"
+    validation = "validation"
+    checkpoint = "checkpoint"
+    warning = "warning"
+    failed = "failed"
+    succeeded = "succeeded"
+    cancelled = "cancelled"
+    lost = "lost"
+
+
+class FailureKind(StrEnum):
+    cuda_oom = "cuda_oom"
+    stale_gpu_memory = "stale_gpu_memory"
+    missing_env = "missing_env"
+    dependency_install = "dependency_install"
+    import_error = "import_error"
+    user_code = "user_code"  # an exception in the rollout, reward or tool code
+    preflight = "preflight"
+    timeout = "timeout"
+    unknown = "unknown"
+
+
+class FixAction(StrEnum):
+    """A fix the bot can offer as a button."""
+
+    retry_lower_gpu_memory = "retry_lower_gpu_memory"
+    resume = "resume"  # from the last checkpoint: same job again, the script resumes by itself
+
+
+class Failure(BaseModel):
+    """Why a job failed, in words a user can act on."""
+
+    kind: FailureKind
+    summary: str = Field(max_length=2_000)
+    fix: str = Field(default="", max_length=2_000, description="what to do about it")
+    fix_action: FixAction | None = None
+    log_excerpt: str = Field(default="", max_length=8_000)
+
+
+class JobSubmission(BaseModel):
+    """POST /jobs. The same idempotency key returns the same job."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    script: str = Field(min_length=1, max_length=MAX_SCRIPT_BYTES)
+    script_name: str = Field(default="rl_train.py", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\.py$")
+    idempotency_key: str = Field(min_length=8, max_length=200)
+    backend: Literal["local", "serverless"] = "local"
+    required_env: list[str] = Field(default_factory=list, max_length=32)
+    args: list[str] = Field(default_factory=list, max_length=64, description="extra script arguments")
+    metadata: dict[str, str] = Field(default_factory=dict, description="e.g. team, channel, thread, session")
+
+
+class Job(BaseModel):
+    """GET /jobs/{id}."""
+
+    id: str
+    state: JobState
+    script_name: str
+    script_sha256: str
+    backend: Literal["local", "serverless"]
+    metadata: dict[str, str]
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_code: int | None = None
+    gpus: list[int] = Field(default_factory=list)
+    queue_position: int | None = None
+    failure: Failure | None = None
+    last_event_seq: int = 0
+
+
+class JobEvent(BaseModel):
+    """One entry of a job's append-only event log."""
+
+    seq: int = Field(ge=1, description="increasing per job; the cursor")
+    job_id: str
+    type: EventType
+    at: datetime
+    data: dict[str, Any] = Field(default_factory=dict)
+    """step: {step, train/reward, ...metrics}; validation: {step, val/reward}; checkpoint: {step};
+    warning: {message}; failed: Failure; succeeded: {model, inference_url, step}"""
+
+
+class EventsPage(BaseModel):
+    """GET /jobs/{id}/events?after=SEQ&wait=SECONDS."""
+
+    job_id: str
+    events: list[JobEvent]
+    next_after: int
+    finished: bool
+
+
+class LogTail(BaseModel):
+    job_id: str
+    text: str
+    truncated: bool
+
+
+class Health(BaseModel):
+    """GET /health (no auth)."""
+
+    status: Literal["ok"] = "ok"
+    version: str
+    gpus: list[dict[str, Any]] = Field(default_factory=list)
+    gpu_slots: int
+    free_slots: int
+    queued: int
+    running: int
