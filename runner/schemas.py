@@ -84,6 +84,12 @@ class JobSubmission(BaseModel):
     required_env: list[str] = Field(default_factory=list, max_length=32)
     args: list[str] = Field(default_factory=list, max_length=64, description="extra script arguments")
     metadata: dict[str, str] = Field(default_factory=dict, description="e.g. team, channel, thread, session")
+    resume_from_job: str | None = Field(
+        default=None,
+        max_length=64,
+        description="run in that job's working directory (its .art checkpoints), so the script "
+        "resumes from its last step",
+    )
 
 
 class Job(BaseModel):
