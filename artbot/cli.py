@@ -17,6 +17,7 @@ from artbot.chat import (
     script_path,
     write_script,
 )
+from artbot.db import add_db_arguments, run_db_command
 from artbot.dryrun.command import add_dryrun_arguments, run_dryrun_command
 from artbot.script_check import check_script
 from flows.render import RenderError, render_script
@@ -146,6 +147,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "run the Slack bot: HTTP at /slack/events, or Socket Mode when SLACK_APP_TOKEN is set",
         lambda parser: _serve_module().add_serve_arguments(parser),
         lambda args: _serve_module().run_serve_command(args),
+    ),
+    Subcommand(
+        "db",
+        "create or migrate artbot's database tables (upgrade), or show their revision (current)",
+        add_db_arguments,
+        run_db_command,
     ),
     Subcommand(
         "render",
