@@ -155,6 +155,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         run_db_command,
     ),
     Subcommand(
+        "runner",
+        "the GPU runner: `artbot runner serve` trains approved scripts (settings: ARTBOT_RUNNER_*)",
+        lambda parser: _runner_module().add_runner_arguments(parser),
+        lambda args: _runner_module().run_runner_command(args),
+    ),
+    Subcommand(
         "render",
         "turn a JSON file of answers into a training script, validated as in chat",
         _render_arguments,
@@ -168,6 +174,14 @@ def _serve_module() -> Any:
     import bot.serve
 
     return bot.serve
+
+
+def _runner_module() -> Any:
+    # Imported on use; runner.command itself is argparse only, and imports the service (uvicorn,
+    # FastAPI, the job machinery) only when `artbot runner serve` runs.
+    import runner.command
+
+    return runner.command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -109,6 +109,9 @@ class Job(BaseModel):
     queue_position: int | None = None
     failure: Failure | None = None
     last_event_seq: int = 0
+    cancel_requested_at: datetime | None = Field(
+        default=None, description="when a cancel was asked for; the state says when it took effect"
+    )
 
 
 class JobEvent(BaseModel):

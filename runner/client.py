@@ -1,0 +1,140 @@
+"""A small synchronous client for the runner's API, for the bot.
+
+Two kinds of error, so that a caller retries only what may work later:
+- RunnerUnavailable: the runner could not be reached or failed (connection errors, timeouts,
+  5xx, an answer that is not the API's): retry with backoff;
+- RunnerRejected: the runner understood and refused (4xx: bad token, unknown job, invalid or
+  conflicting submission): retrying the same request will not help. `.status` and `.message`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from runner.schemas import EventsPage, Health, Job, JobSubmission, LogTail
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+MAX_WAIT_S = 30.0
+
+
+class RunnerError(Exception):
+    """Any failure talking to the runner."""
+
+
+class RunnerUnavailable(RunnerError):
+    """The runner is unreachable or failed (connection error, timeout, 5xx): worth retrying."""
+
+
+class RunnerRejected(RunnerError):
+    """The runner refused the request (4xx); the message is the runner's."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class RunnerClient:
+    """`RunnerClient(base_url, token, timeout)`; use as a context manager or call close()."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        timeout: float = 10.0,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._timeout = timeout
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def submit(self, submission: JobSubmission) -> Job:
+        """Queue a script; the same idempotency key gives back the same job (a safe retry)."""
+        return self._call("POST", "/jobs", Job, json=submission.model_dump(mode="json"))
+
+    def job(self, job_id: str) -> Job:
+        return self._call("GET", f"/jobs/{job_id}", Job)
+
+    def events(self, job_id: str, after: int = 0, wait: float = 0.0) -> EventsPage:
+        """Events after seq `after`; with `wait` (seconds, at most 30) waits for the next one."""
+        wait = max(0.0, min(wait, MAX_WAIT_S))
+        return self._call(
+            "GET",
+            f"/jobs/{job_id}/events",
+            EventsPage,
+            params={"after": after, "wait": wait},
+            timeout=self._timeout + wait,  # the runner may hold the request for `wait`
+        )
+
+    def cancel(self, job_id: str) -> Job:
+        return self._call("POST", f"/jobs/{job_id}/cancel", Job)
+
+    def log(self, job_id: str, tail_bytes: int = 64 * 1024) -> LogTail:
+        return self._call("GET", f"/jobs/{job_id}/log", LogTail, params={"tail_bytes": tail_bytes})
+
+    def health(self) -> Health:
+        return self._call("GET", "/health", Health)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RunnerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        model: type[ModelT],
+        *,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> ModelT:
+        try:
+            response = self._http.request(method, path, timeout=timeout or self._timeout, **kwargs)
+        except httpx.TransportError as error:  # connect, read, write, timeouts, protocol
+            raise RunnerUnavailable(
+                f"cannot reach the runner: {type(error).__name__}: {error}"
+            ) from error
+        if response.status_code >= 500:
+            raise RunnerUnavailable(
+                f"the runner failed: {response.status_code} {_detail(response)}"
+            )
+        if response.status_code >= 400:
+            raise RunnerRejected(response.status_code, _detail(response))
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as error:
+            # Not the API's answer (a proxy's page, another service on the port).
+            raise RunnerUnavailable(
+                f"unexpected answer from the runner ({response.status_code}): {error}"
+            ) from error
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500] or response.reason_phrase
+    if isinstance(body, dict) and "detail" in body:
+        detail = body["detail"]
+        if isinstance(detail, str):
+            return detail
+        if isinstance(detail, list):  # FastAPI's validation errors
+            return "; ".join(
+                str(item.get("msg", item)) if isinstance(item, dict) else str(item)
+                for item in detail
+            )
+    return str(body)[:500]

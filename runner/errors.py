@@ -1,0 +1,27 @@
+"""The runner's domain errors: plain exceptions that the web layer maps to status codes."""
+
+from __future__ import annotations
+
+
+class RunnerError(Exception):
+    """A request the runner cannot carry out; the message says why, for the user."""
+
+
+class JobNotFound(RunnerError):
+    """No job has this id (404)."""
+
+
+class InvalidSubmission(RunnerError):
+    """A submission the runner will not run as it is (422)."""
+
+
+class SubmissionTooLarge(InvalidSubmission):
+    """A script over the size limit (413)."""
+
+
+class IdempotencyConflict(RunnerError):
+    """An idempotency key that already names a different submission (409)."""
+
+
+class ResumeConflict(RunnerError):
+    """resume_from_job names a job whose folder an active job is using (409)."""

@@ -1,0 +1,296 @@
+"""Running a job on this host: its folder, environment, arguments, preflight and process.
+
+A job runs as `python -I runner/supervise.py ... -- <command> <script> <args>` in a new session
+(its own process group), never through a shell, with an environment built from an allow-list
+plus the secrets the operator listed, and CUDA_VISIBLE_DEVICES set to its GPU slot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner import supervise
+from runner.failures import stale_gpu_failure
+from runner.gpu import GpuInfo
+from runner.processes import JOB_MARKER_ENV, is_alive, process_start_id
+from runner.schemas import Failure, FailureKind
+
+# Variables a job gets from the runner's environment when set there. Not the whole environment:
+# the runner's own token and unrelated credentials stay out of the job.
+ALLOWED_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "NCCL_DEBUG",
+    "XDG_CACHE_HOME",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_CACHE",
+    "TORCH_HOME",
+    "TRITON_CACHE_DIR",
+    "VLLM_CACHE_ROOT",
+    "UV_CACHE_DIR",
+    "UV_PYTHON",
+    "UV_PYTHON_INSTALL_DIR",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX",
+    "UV_OFFLINE",
+    "UV_LINK_MODE",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
+ART_PATH_FLAG = "--art-path"
+RUNNER_DIR_NAME = ".runner"
+BASELINE_FILE = "baseline.json"
+GPU_SNAPSHOT_FILE = "gpus.json"
+_GPU_MEMORY_FLAG = "--gpu-memory-utilization"
+_GPU_MEMORY_CONSTANT = re.compile(r"^GPU_MEMORY_UTILIZATION\s*=\s*([0-9.]+)\s*$", re.M)
+
+
+def build_env(
+    source: Mapping[str, str],
+    secret_names: Sequence[str],
+    job_id: str,
+    gpus: Sequence[int] | None,
+    run_dir: Path,
+) -> dict[str, str]:
+    """The job's environment: allow-listed and secret variables from `source`, plus the runner's."""
+    env = {name: source[name] for name in ALLOWED_ENV if name in source}
+    env.update({name: source[name] for name in secret_names if name in source})
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("HOME", str(run_dir))
+    env.update(
+        {
+            # nvidia-smi numbers GPUs in PCI order; CUDA's default order may differ.
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            # None (serverless): no GPU at all, so the job cannot take one a local job needs.
+            "CUDA_VISIBLE_DEVICES": ",".join(str(gpu) for gpu in gpus or ()),
+            "PYTHONUNBUFFERED": "1",  # output (and so warnings) arrive as they are printed
+            JOB_MARKER_ENV: job_id,  # finds the job's processes, even those that left its group
+        }
+    )
+    return env
+
+
+def script_args(script: str, run_dir: Path, args: Sequence[str]) -> list[str]:
+    """The script's arguments: the submitted ones, plus `--art-path <run_dir>/.art` when the script
+    takes that flag and the submission did not set it (else ART finds `./.art` from the cwd)."""
+    given = list(args)
+    if ART_PATH_FLAG in script and not any(
+        a == ART_PATH_FLAG or a.startswith(ART_PATH_FLAG + "=") for a in given
+    ):
+        given += [ART_PATH_FLAG, str(run_dir / ".art")]
+    return given
+
+
+def gpu_memory_fraction(script: str, args: Sequence[str]) -> float | None:
+    """The share of GPU memory the script asks vLLM for (its flag, else its constant), if known."""
+    for index, arg in enumerate(args):
+        value = None
+        if arg == _GPU_MEMORY_FLAG and index + 1 < len(args):
+            value = args[index + 1]
+        elif arg.startswith(_GPU_MEMORY_FLAG + "="):
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    match = _GPU_MEMORY_CONSTANT.search(script)
+    return float(match.group(1)) if match else None
+
+
+def supervisor_argv(
+    runner_dir: Path, run_dir: Path, max_bytes: int, command: Sequence[str]
+) -> list[str]:
+    """The supervisor, run by path in isolated mode: it needs nothing but the standard library."""
+    return [
+        sys.executable,
+        "-I",
+        str(Path(supervise.__file__).resolve()),
+        "--dir",
+        str(runner_dir),
+        "--cwd",
+        str(run_dir),
+        "--max-bytes",
+        str(max_bytes),
+        "--",
+        *command,
+    ]
+
+
+# ---- preflight --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreflightInput:
+    """What preflight looks at: the job's environment, command, GPUs and what nvidia-smi sees."""
+
+    backend: str
+    env: Mapping[str, str]
+    required_env: Sequence[str]
+    command: Sequence[str]
+    gpus: Sequence[int] | None
+    snapshot: Sequence[GpuInfo]
+    nvidia_smi_present: bool
+    memory_fraction: float | None
+
+
+def preflight(check: PreflightInput) -> Failure | None:
+    """Why the job cannot start, or None: variables, the command, a GPU, its free memory."""
+    missing = [name for name in check.required_env if not check.env.get(name)]
+    if missing:
+        listed = ", ".join(missing)
+        return Failure(
+            kind=FailureKind.missing_env,
+            summary=f"The job needs {listed}, which the runner does not pass to jobs.",
+            fix=(
+                f"On the runner host, set {listed} in the runner's environment and add the "
+                "name(s) to ARTBOT_RUNNER_JOB_SECRETS, restart the runner, then run the job again."
+            ),
+        )
+    if shutil.which(check.command[0], path=check.env.get("PATH")) is None:
+        return Failure(
+            kind=FailureKind.preflight,
+            summary=f"The runner cannot find `{check.command[0]}` to run the script.",
+            fix="Install it on the runner host (uv: https://docs.astral.sh/uv/) or change ARTBOT_RUNNER_COMMAND.",
+        )
+    if check.backend != "local":
+        return None
+    if not check.gpus:
+        return Failure(
+            kind=FailureKind.preflight,
+            summary="This runner has no GPU for a LocalBackend job.",
+            fix=(
+                "Run it on a GPU host (ARTBOT_RUNNER_GPU_SLOTS lists the GPUs jobs may use), "
+                "or choose ServerlessBackend."
+            ),
+        )
+    if not check.nvidia_smi_present:
+        return None  # slots from the configuration count; nothing more to check
+    by_index = {gpu.index: gpu for gpu in check.snapshot}
+    absent = [gpu for gpu in check.gpus if gpu not in by_index]
+    if absent:
+        return Failure(
+            kind=FailureKind.preflight,
+            summary=f"nvidia-smi does not list GPU {absent[0]}, which the runner assigned to the job.",
+            fix="Check ARTBOT_RUNNER_GPU_SLOTS against `nvidia-smi -L` on the runner host.",
+        )
+    stale = stale_gpu_failure(check.snapshot, check.gpus)
+    if stale is not None:
+        return stale
+    if check.memory_fraction:
+        for index in check.gpus:
+            gpu = by_index[index]
+            need = gpu.memory_total_mib * check.memory_fraction
+            if gpu.memory_free_mib < need:
+                return Failure(
+                    kind=FailureKind.preflight,
+                    summary=(
+                        f"GPU {index} has {gpu.memory_free_mib} MiB free of {gpu.memory_total_mib} MiB; "
+                        f"the script asks vLLM for {check.memory_fraction:.0%} ({need:.0f} MiB)."
+                    ),
+                    fix="Free the GPU (see `nvidia-smi`), or lower --gpu-memory-utilization, then run the job again.",
+                    fix_action=None,
+                )
+    return None
+
+
+# ---- the process ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """What the supervisor recorded when the command ended."""
+
+    exit_code: int
+    started: bool
+    supervisor_max_rss_kb: int | None = None
+
+
+class JobProcess:
+    """A running job's supervisor: started here (`popen`) or found again after a restart."""
+
+    def __init__(
+        self,
+        pid: int,
+        start_id: str | None,
+        runner_dir: Path,
+        popen: subprocess.Popen[bytes] | None = None,
+    ) -> None:
+        self.pid = pid
+        self.start_id = start_id
+        self.runner_dir = runner_dir
+        self._popen = popen
+
+    @property
+    def attached(self) -> bool:
+        """Found again after a restart: not this process's child, its exit status read from file."""
+        return self._popen is None
+
+    def running(self) -> bool:
+        if self._popen is not None:
+            return self._popen.poll() is None
+        return is_alive(self.pid, self.start_id)
+
+    def reap(self) -> None:
+        """Collect our child's exit, so it does not stay a zombie."""
+        if self._popen is not None:
+            self._popen.poll()
+
+    def exit_status(self) -> ExitStatus | None:
+        """The command's exit as the supervisor recorded it, or None (the supervisor was killed)."""
+        try:
+            value = json.loads((self.runner_dir / supervise.EXIT_FILE).read_text(encoding="utf-8"))
+            return ExitStatus(
+                int(value["exit_code"]),
+                bool(value.get("started", True)),
+                value.get("supervisor_max_rss_kb"),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def launch(
+    argv: Sequence[str], env: Mapping[str, str], run_dir: Path, runner_dir: Path
+) -> JobProcess:
+    """Start the supervisor in a new session (its own process group), without a shell."""
+    with (runner_dir / supervise.SUPERVISOR_LOG).open("ab") as supervisor_log:
+        popen = subprocess.Popen(
+            list(argv),
+            cwd=run_dir,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=supervisor_log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return JobProcess(popen.pid, process_start_id(popen.pid), runner_dir, popen)

@@ -1,0 +1,382 @@
+"""Progress from ART's own records on disk, and warnings from the job's output.
+
+ART appends one JSON object per `model.log` call to
+`<art_path>/<project>/models/<name>/history.jsonl` and keeps `checkpoints/<step:04d>/` beside it.
+Following those files says more, and more reliably, than parsing what the script prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.schemas import EventType
+
+HISTORY_FILE = "history.jsonl"
+# How deep below the run folder an `.art` folder is looked for (`./.art`, `./sub/.art`, ...).
+ART_SEARCH_DEPTH = 3
+SKIPPED_FOLDERS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".cache"})
+READ_BUDGET_BYTES = 4 * 1024 * 1024
+MAX_LINE_BYTES = 1024 * 1024
+MAX_METRICS = 100
+
+Emitted = tuple[EventType, dict[str, Any]]
+
+
+# ---- ART's files ------------------------------------------------------------------------------
+
+
+def find_model_folders(run_dir: Path) -> list[Path]:
+    """Every `.art/<project>/models/<name>` folder under `run_dir` (a few levels deep)."""
+    found: list[Path] = []
+    for art in _art_folders(run_dir, ART_SEARCH_DEPTH):
+        for models in sorted(art.glob("*/models")):
+            found.extend(sorted(p for p in models.iterdir() if p.is_dir()))
+    return found
+
+
+def _art_folders(folder: Path, depth: int) -> Iterator[Path]:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        if entry.name == ".art":
+            yield Path(entry.path)
+        elif depth > 1 and entry.name not in SKIPPED_FOLDERS and not entry.name.startswith("."):
+            yield from _art_folders(Path(entry.path), depth - 1)
+
+
+def checkpoint_steps(model_folder: Path) -> list[int]:
+    """The steps that have a `checkpoints/NNNN` folder, ascending."""
+    try:
+        names = os.listdir(model_folder / "checkpoints")
+    except OSError:
+        return []
+    return sorted(int(name) for name in names if name.isdigit())
+
+
+def has_checkpoints(run_dir: Path) -> bool:
+    """Whether any model under `run_dir` has a checkpoint (a run can resume from it)."""
+    return any(checkpoint_steps(folder) for folder in find_model_folders(run_dir))
+
+
+def _metric(value: Any) -> float | int | bool | None:
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        # JSON (and PostgreSQL's json) have no NaN or infinity.
+        return value if math.isfinite(value) else None
+    return None
+
+
+def history_events(record: dict[str, Any]) -> list[Emitted]:
+    """The events one history.jsonl record means: a `step` (train), a `validation`, or both."""
+    step = record.get("step")
+    if not isinstance(step, int) or isinstance(step, bool):
+        return []
+    train: dict[str, Any] = {}
+    val: dict[str, Any] = {}
+    for key, value in record.items():
+        if key in ("step", "recorded_at") or not isinstance(key, str):
+            continue
+        number = _metric(value)
+        if number is None and value is not None and not isinstance(value, float):
+            continue  # strings, lists: not metrics
+        target = val if key.startswith("val/") else train
+        if len(target) < MAX_METRICS:
+            target[key] = number
+    events: list[Emitted] = []
+    if any(key.startswith("train/") for key in train):
+        events.append((EventType.step, {"step": step, **train}))
+    if val:
+        events.append((EventType.validation, {"step": step, **val}))
+    return events
+
+
+@dataclass
+class _History:
+    path: Path
+    offset: int = 0
+    partial: bytes = b""
+    skipping: bool = False  # inside an over-long line: drop bytes until its newline
+
+
+@dataclass
+class Baseline:
+    """What was on disk before the job started (a resumed run's earlier records): not news."""
+
+    history_offsets: dict[str, int] = field(default_factory=dict)
+    checkpoints: dict[str, list[int]] = field(default_factory=dict)
+
+    @classmethod
+    def capture(cls, run_dir: Path) -> Baseline:
+        baseline = cls()
+        for folder in find_model_folders(run_dir):
+            key = str(folder.relative_to(run_dir))
+            size = _file_size(folder / HISTORY_FILE)
+            if size:
+                baseline.history_offsets[key] = size
+            steps = checkpoint_steps(folder)
+            if steps:
+                baseline.checkpoints[key] = steps
+        return baseline
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"history_offsets": self.history_offsets, "checkpoints": self.checkpoints}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Baseline:
+        value = json.loads(text)
+        return cls(dict(value.get("history_offsets", {})), dict(value.get("checkpoints", {})))
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+@dataclass
+class Seen:
+    """Steps already reported (from the event log, after a restart): reported once only."""
+
+    steps: set[int] = field(default_factory=set)
+    validations: set[int] = field(default_factory=set)
+    checkpoints: set[int] = field(default_factory=set)
+
+
+class ArtProgress:
+    """Follows every history.jsonl and checkpoints folder under a run folder; poll() for events.
+
+    A partial last line (ART is mid-write) waits for its newline; a line that is not JSON is
+    skipped. Each poll reads at most READ_BUDGET_BYTES per file.
+    """
+
+    def __init__(
+        self, run_dir: Path, baseline: Baseline | None = None, seen: Seen | None = None
+    ) -> None:
+        self._run_dir = run_dir
+        self._baseline = baseline or Baseline()
+        self._seen = seen or Seen()
+        self._histories: dict[str, _History] = {}
+        self._models: list[Path] = []
+        self.last_step: int | None = max(self._seen.steps, default=None)
+
+    def poll(self, *, rescan: bool = True) -> list[Emitted]:
+        """New events since the last poll; `rescan` also looks for new model folders."""
+        if rescan or not self._models:
+            self._models = find_model_folders(self._run_dir)
+        events: list[Emitted] = []
+        for folder in self._models:
+            key = str(folder.relative_to(self._run_dir))
+            events.extend(self._read_history(key, folder / HISTORY_FILE))
+            events.extend(self._new_checkpoints(key, folder))
+        return events
+
+    def _read_history(self, key: str, path: Path) -> list[Emitted]:
+        history = self._histories.get(key)
+        if history is None:
+            history = self._histories[key] = _History(
+                path, self._baseline.history_offsets.get(key, 0)
+            )
+        size = _file_size(path)
+        if size < history.offset:  # replaced or truncated: start over
+            history.offset, history.partial, history.skipping = 0, b"", False
+        if size == history.offset:
+            return []
+        try:
+            with path.open("rb") as file:
+                file.seek(history.offset)
+                data = file.read(READ_BUDGET_BYTES)
+        except OSError:
+            return []
+        history.offset += len(data)
+        events: list[Emitted] = []
+        for line in self._complete_lines(history, data):
+            try:
+                record = json.loads(line)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(record, dict):
+                events.extend(self._unseen(history_events(record)))
+        return events
+
+    @staticmethod
+    def _complete_lines(history: _History, data: bytes) -> Iterable[bytes]:
+        lines = (history.partial + data).split(b"\n")
+        history.partial = lines.pop()
+        if history.skipping and lines:
+            lines.pop(0)  # the end of the over-long line
+            history.skipping = False
+        if len(history.partial) > MAX_LINE_BYTES:
+            history.partial, history.skipping = b"", True
+        return [line for line in lines if line.strip()]
+
+    def _unseen(self, events: list[Emitted]) -> list[Emitted]:
+        fresh: list[Emitted] = []
+        for kind, data in events:
+            step = int(data["step"])
+            seen = self._seen.steps if kind is EventType.step else self._seen.validations
+            if step in seen:
+                continue
+            seen.add(step)
+            if kind is EventType.step:
+                self.last_step = max(step, self.last_step or step)
+            fresh.append((kind, data))
+        return fresh
+
+    def _new_checkpoints(self, key: str, folder: Path) -> list[Emitted]:
+        before = set(self._baseline.checkpoints.get(key, ()))
+        events: list[Emitted] = []
+        for step in checkpoint_steps(folder):
+            if step in before or step in self._seen.checkpoints:
+                continue
+            self._seen.checkpoints.add(step)
+            events.append((EventType.checkpoint, {"step": step}))
+        return events
+
+
+# ---- the job's output -------------------------------------------------------------------------
+
+# Lines that matter to the person who started the run. Not every WARNING: vLLM and transformers
+# print dozens of harmless ones, so only the generated script's own complaints, Python warnings
+# that usually mean wrong numbers, and error-level log lines.
+WARNING_LINE = re.compile(
+    rb"rollouts? failed|could not score|No rollout succeeded|nothing to train on"
+    rb"|\b(?:User|Runtime)Warning: |\bERROR\b|CUDA out of memory|OutOfMemoryError|\bKilled\b"
+)
+TRACEBACK_START = b"Traceback (most recent call last):"
+MAX_WARNINGS = 50
+MAX_MESSAGE_CHARS = 1_000
+MAX_TRACEBACK_CHARS = 4_000
+MAX_TRACEBACK_LINES = 60
+_PARTIAL_LIMIT = 8 * 1024
+_DIGITS = re.compile(r"\d+")
+
+
+class OutputScanner:
+    """Turns the job's output, fed in chunks, into `warning` events; bounded in memory and count.
+
+    The log holds stdout and stderr together (in order), so the lines that matter are picked by
+    what they say. Each distinct line (numbers ignored) is reported once, MAX_WARNINGS at most.
+    """
+
+    def __init__(self, max_warnings: int = MAX_WARNINGS) -> None:
+        self._partial = b""
+        self._seen: set[str] = set()
+        self._count = 0
+        self._max = max_warnings
+        self._traceback: list[str] | None = None
+        self._truncated = False
+
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        """Warnings found in `chunk` (complete lines only; the rest waits for the next chunk)."""
+        data = self._partial + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._keep_partial(data)
+            return []
+        complete, rest = data[: cut + 1], data[cut + 1 :]
+        self._keep_partial(rest)
+        if (
+            self._traceback is None
+            and TRACEBACK_START not in complete
+            and not WARNING_LINE.search(complete)
+        ):
+            return []  # the common case: nothing to look at line by line
+        warnings: list[dict[str, Any]] = []
+        for raw in complete.split(b"\n")[:-1]:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            warnings.extend(self._line(line))
+        return warnings
+
+    def already_reported(self, message: str) -> None:
+        """Count a warning reported before a restart, so that it is not reported twice."""
+        self._seen.add(_DIGITS.sub("#", message)[:200])
+        self._count += 1
+
+    def _keep_partial(self, data: bytes) -> None:
+        # A line without end (a progress bar, binary noise) is cut: memory stays bounded.
+        self._partial = data[-_PARTIAL_LIMIT:]
+
+    def _line(self, line: str) -> list[dict[str, Any]]:
+        if self._traceback is not None:
+            if (
+                line.startswith((" ", "\t"))
+                or not line.strip()
+                or line.startswith(("During handling", "The above exception"))
+            ):
+                if len(self._traceback) < MAX_TRACEBACK_LINES:
+                    self._traceback.append(line)
+                return []
+            frames, self._traceback = self._traceback, None
+            excerpt = "\n".join([*frames, line])[-MAX_TRACEBACK_CHARS:]
+            return self._warning(
+                f"Exception in the job's output: {line.strip()}", traceback=excerpt
+            )
+        if line.lstrip().startswith(TRACEBACK_START.decode()):
+            self._traceback = [line]
+            return []
+        if WARNING_LINE.search(line.encode("utf-8", errors="replace")):
+            return self._warning(line.strip())
+        return []
+
+    def _warning(self, message: str, **extra: str) -> list[dict[str, Any]]:
+        key = _DIGITS.sub("#", message)[:200]
+        if key in self._seen or self._truncated:
+            return []
+        self._seen.add(key)
+        self._count += 1
+        if self._count > self._max:
+            self._truncated = True
+            return [
+                {
+                    "message": f"More than {self._max} distinct warnings: the rest are only in the log."
+                }
+            ]
+        return [{"message": message[:MAX_MESSAGE_CHARS], **extra}]
+
+
+# ---- how the script said it ended -------------------------------------------------------------
+
+_COMPLETE_BANNER = "RL TRAINING COMPLETE"
+_MODEL_LINE = re.compile(r"^\s*Model:\s+(\S+)\s*$", re.M)
+_URL_LINE = re.compile(r"^\s*Inference URL:\s+(\S+)\s*$", re.M)
+_STEP_LINE = re.compile(r"^\s*Training step:\s+(\d+)\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What the generated script prints when training is done (`print_usage`)."""
+
+    complete: bool
+    model: str | None = None
+    inference_url: str | None = None
+    step: int | None = None
+
+
+def read_completion(output_tail: str) -> Completion:
+    """The end-of-training banner in the output's tail, with the model name, URL and step."""
+    at = output_tail.rfind(_COMPLETE_BANNER)
+    if at < 0:
+        return Completion(False)
+    text = output_tail[at:]
+    model, url, step = _MODEL_LINE.search(text), _URL_LINE.search(text), _STEP_LINE.search(text)
+    return Completion(
+        True,
+        model.group(1) if model else None,
+        url.group(1) if url else None,
+        int(step.group(1)) if step else None,
+    )

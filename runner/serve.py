@@ -1,0 +1,130 @@
+"""The runner's HTTP service under uvicorn: `serve()` for `artbot runner serve`, and
+`RunnerServer` to run one in a thread (tests, benchmarks)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import uvicorn
+
+from artbot.session_store import SessionStoreError
+from runner.app import create_app, wrap
+from runner.gpu import GpuProbe
+from runner.service import JobService
+from runner.settings import RunnerSettings, SettingsError, load_settings
+from runner.store import JobStore
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+def build_service(
+    settings: RunnerSettings, *, environ: Mapping[str, str] | None = None
+) -> JobService:
+    """The job service for `settings`, on its database; SettingsError for an unusable URL."""
+    try:
+        store = JobStore.open(settings.resolved_database_url)
+    except SessionStoreError as error:
+        raise SettingsError(
+            f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {error}"
+        ) from None
+    return JobService(settings, store, gpu_probe=GpuProbe(settings.nvidia_smi), environ=environ)
+
+
+def serve(host: str | None = None, port: int | None = None) -> int:
+    """Serve until interrupted. Jobs keep running when the runner stops; the next one re-attaches."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        settings = load_settings()
+        service = build_service(settings)
+    except SettingsError as error:
+        print(error, file=sys.stderr)
+        return EXIT_USAGE
+    host = host or settings.host
+    port = settings.port if port is None else port
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        log.warning(
+            "listening on %s: put TLS in front of the runner (the token travels in every request)",
+            host,
+        )
+    service.start()
+    log.info(
+        "runner up: slots=%s workdir=%s database=%s",
+        [list(slot) for slot in service.slots],
+        service.workdir,
+        _safe_url(settings.resolved_database_url),
+    )
+    try:
+        uvicorn.run(
+            wrap(create_app(service, settings.token.get_secret_value())),
+            host=host,
+            port=port,
+            log_level="info",
+            timeout_graceful_shutdown=5,
+        )
+    finally:
+        service.stop()
+        service.store.close()
+    return EXIT_OK
+
+
+def _safe_url(url: str) -> str:
+    # Never log a database password.
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparsable>"
+
+
+class RunnerServer:
+    """A runner served by uvicorn on a thread (port 0: a free one); `with` starts and stops it."""
+
+    def __init__(
+        self, service: JobService, token: str, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self.service = service
+        config = uvicorn.Config(
+            wrap(create_app(service, token)),
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=1,
+            lifespan="off",
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="runner-http", daemon=True)
+        self.base_url = ""
+
+    def start(self) -> RunnerServer:
+        self.service.start()
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the runner's HTTP server did not start")
+            time.sleep(0.01)
+        servers: list[Any] = list(self._server.servers)
+        host, port = servers[0].sockets[0].getsockname()[:2]
+        self.base_url = f"http://{host}:{port}"
+        return self
+
+    def stop(self, *, cancel_jobs: bool = False) -> None:
+        """Stop serving; jobs keep running unless `cancel_jobs`."""
+        self._server.should_exit = True
+        self._thread.join(10)
+        self.service.stop(cancel_jobs=cancel_jobs)
+
+    def __enter__(self) -> RunnerServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(cancel_jobs=True)

@@ -1,0 +1,183 @@
+"""The runner's settings, from ARTBOT_RUNNER_* variables. Missing or invalid ones stop startup
+with a message that lists every problem."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import string
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from artbot.session_store import data_dir
+from runner.gpu import parse_slots
+from runner.schemas import ENV_NAME_PATTERN
+
+ENV_PREFIX = "ARTBOT_RUNNER_"
+MIN_TOKEN_CHARS = 16
+COMMAND_FIELDS = frozenset({"script", "python", "workdir"})
+
+
+class SettingsError(Exception):
+    """Settings that cannot work; the message lists every problem, one per line."""
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+class RunnerSettings(BaseSettings):
+    """`artbot runner serve`'s configuration (ARTBOT_RUNNER_<FIELD>). The token never prints."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, case_sensitive=False, extra="ignore")
+
+    token: SecretStr = Field(description="the bearer token clients must send (16+ characters)")
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the job store (default: runner.db in artbot's data folder)",
+    )
+    workdir: Path | None = Field(
+        default=None,
+        description="where jobs' folders go (default: runner-jobs in artbot's data folder)",
+    )
+    gpu_slots: str | None = Field(
+        default=None,
+        description='GPU slots, e.g. "0,1" (or "0+1,2+3" for two GPUs a job); unset: one per GPU nvidia-smi lists; "none": no GPUs',
+    )
+    command: str = Field(
+        default="uv run --script {script}",
+        description="how a job's script is run; {script}, {python} and {workdir} are filled in; no shell",
+    )
+    job_secrets: str = Field(
+        default="",
+        description="names of the runner's environment variables jobs get, e.g. OPENAI_API_KEY,WANDB_API_KEY,HF_TOKEN",
+    )
+    cancel_grace_s: float = Field(
+        default=30.0, gt=0, le=3600, description="SIGTERM, then SIGKILL after this"
+    )
+    max_runtime_s: float | None = Field(
+        default=48 * 3600.0,
+        gt=0,
+        description='a job running longer is stopped and fails (timeout); "none": no limit',
+    )
+    log_max_bytes: int = Field(
+        default=50_000_000,
+        ge=64 * 1024,
+        description="a job's output log keeps its head and tail within this",
+    )
+    host: str = Field(default="127.0.0.1", description="address to listen on")
+    port: int = Field(default=8700, ge=0, le=65535)
+    poll_interval_s: float = Field(
+        default=0.5, gt=0, le=10, description="how often a running job's files are read"
+    )
+    nvidia_smi: str = Field(default="nvidia-smi", description="the nvidia-smi command")
+
+    @field_validator("token")
+    @classmethod
+    def _token_strength(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value().strip()) < MIN_TOKEN_CHARS:
+            raise ValueError(
+                f"must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
+            )
+        return value
+
+    @field_validator("gpu_slots")
+    @classmethod
+    def _slots_shape(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_slots(value)
+        return value
+
+    @field_validator("max_runtime_s", mode="before")
+    @classmethod
+    def _no_limit(cls, value: object) -> object:
+        return (
+            None if isinstance(value, str) and value.strip().lower() in ("", "none", "0") else value
+        )
+
+    @field_validator("command")
+    @classmethod
+    def _command_shape(cls, value: str) -> str:
+        try:
+            parts = shlex.split(value)
+        except ValueError as error:
+            raise ValueError(f"cannot split into arguments: {error}") from None
+        if not parts:
+            raise ValueError("is empty")
+        fields = {
+            name
+            for part in parts
+            for _, name, _, _ in string.Formatter().parse(part)
+            if name is not None
+        }
+        unknown = fields - COMMAND_FIELDS
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder {{{sorted(unknown)[0]}}}: use {{script}}, {{python}}, {{workdir}}"
+            )
+        if "script" not in fields:
+            raise ValueError("must contain {script}")
+        return value
+
+    @field_validator("job_secrets")
+    @classmethod
+    def _secret_names(cls, value: str) -> str:
+        bad = [name for name in _names(value) if not re.fullmatch(ENV_NAME_PATTERN, name)]
+        if bad:
+            raise ValueError(f"not environment variable names: {', '.join(bad)}")
+        return value
+
+    # -- derived --
+
+    @property
+    def secret_names(self) -> list[str]:
+        return _names(self.job_secrets)
+
+    @property
+    def slots(self) -> list[tuple[int, ...]] | None:
+        """The configured slots, or None to ask nvidia-smi."""
+        return None if self.gpu_slots is None else parse_slots(self.gpu_slots)
+
+    @property
+    def resolved_workdir(self) -> Path:
+        return (self.workdir or data_dir() / "runner-jobs").expanduser().resolve()
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{data_dir() / 'runner.db'}"
+
+    def command_argv(self, script: Path, workdir: Path) -> list[str]:
+        """The job's command, placeholders filled in (each argument separately: no shell)."""
+        values = {"script": str(script), "python": sys.executable, "workdir": str(workdir)}
+        return [part.format(**values) for part in shlex.split(self.command)]
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> RunnerSettings:
+    """Settings from `env` (default: the process environment); SettingsError lists what is wrong."""
+    try:
+        if env is None:
+            return RunnerSettings()  # pyright: ignore[reportCallIssue]
+        values = {
+            key[len(ENV_PREFIX) :].lower(): value
+            for key, value in env.items()
+            if key.upper().startswith(ENV_PREFIX)
+        }
+        return RunnerSettings.model_validate(values)
+    except ValidationError as error:
+        lines = []
+        for problem in error.errors():
+            name = ".".join(str(part) for part in problem["loc"])
+            message = problem["msg"].removeprefix("Value error, ")
+            if problem["type"] == "missing":
+                field = RunnerSettings.model_fields.get(name)
+                message = (
+                    f"missing ({field.description})" if field and field.description else "missing"
+                )
+            lines.append(f"{ENV_PREFIX}{name.upper()}: {message}")
+        raise SettingsError(
+            "Cannot start the runner:\n" + "\n".join(f"  {line}" for line in lines)
+        ) from None

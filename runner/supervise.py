@@ -1,0 +1,191 @@
+"""The job supervisor: the first process of every job, between the runner and the training script.
+
+    python -I supervise.py --dir JOB_RUNNER_DIR --max-bytes N --cwd RUN_DIR -- COMMAND...
+
+It runs the command in its own process group (the runner starts this supervisor with
+`start_new_session=True`; the command inherits the group), copies the command's output into a
+size-capped log in chunks, and writes the exit status to `exit.json` when the command ends.
+
+Why a separate process rather than a thread of the runner: the job's output pipe and its exit
+status must outlive the runner. When the runner restarts, a job whose stdout is a pipe into the
+dead runner dies on its next print; with the supervisor in between, the job keeps running, its
+log keeps growing (capped), and the new runner reads the exit status from `exit.json`.
+
+Standard library only, and run with `python -I` by path: it must not depend on the job's
+environment, the runner's packages or the working directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+# The log layout, shared with runner.logfile (which reads it).
+HEAD_FILE = "output.head"
+TAIL_FILE = "output.tail"  # the segment being written
+OLD_TAIL_FILE = "output.tail.1"  # the previous segment; older ones are dropped
+DROPPED_FILE = "output.dropped"  # bytes dropped so far, rewritten at each rotation
+EXIT_FILE = "exit.json"
+SUPERVISOR_LOG = "supervisor.log"
+
+CHUNK_BYTES = 64 * 1024
+# After the command exits, grandchildren may still hold the pipe open; stop waiting for them.
+DRAIN_AFTER_EXIT_S = 3.0
+
+
+def log_budget(max_bytes: int) -> tuple[int, int]:
+    """(head bytes, tail segment bytes): head + 2 segments never exceed `max_bytes`."""
+    head = max_bytes // 4
+    segment = (max_bytes - head) // 2
+    return head, segment
+
+
+class CappedLog:
+    """Keeps the first `head` bytes of a stream and about the last 2 x `segment` bytes.
+
+    Memory stays at one chunk whatever the stream's size; disk stays under `max_bytes`.
+    """
+
+    def __init__(self, folder: Path, max_bytes: int) -> None:
+        self._folder = folder
+        self._head_left, self._segment = log_budget(max_bytes)
+        self._head: io.BufferedWriter | None = open(folder / HEAD_FILE, "ab")  # noqa: SIM115
+        self._tail: io.BufferedWriter | None = None
+        self._tail_size = 0
+        self._dropped = 0
+        self._lock = threading.Lock()
+        self.written = 0
+
+    def write(self, chunk: bytes) -> None:
+        """Append `chunk`: to the head while it has room, then to the rotating tail."""
+        with self._lock:
+            if self._head is None:
+                return  # closed: output after the end is not kept
+            self.written += len(chunk)
+            if self._head_left > 0:
+                part = chunk[: self._head_left]
+                self._head.write(part)
+                self._head.flush()
+                self._head_left -= len(part)
+                chunk = chunk[len(part) :]
+            while chunk:
+                if self._tail is None:
+                    self._tail = open(self._folder / TAIL_FILE, "ab")  # noqa: SIM115
+                    self._tail_size = 0
+                part = chunk[: self._segment - self._tail_size]
+                self._tail.write(part)
+                self._tail.flush()
+                self._tail_size += len(part)
+                chunk = chunk[len(part) :]
+                if self._tail_size >= self._segment:
+                    self._rotate(self._tail)
+
+    def _rotate(self, tail: io.BufferedWriter) -> None:
+        old = self._folder / OLD_TAIL_FILE
+        if old.exists():
+            self._dropped += old.stat().st_size
+        tail.close()
+        # A reader holding the old segment open keeps reading it after the rename.
+        os.replace(self._folder / TAIL_FILE, old)
+        self._tail = None
+        _write_json(self._folder / DROPPED_FILE, {"dropped_bytes": self._dropped})
+
+    def close(self) -> None:
+        with self._lock:
+            for file in (self._head, self._tail):
+                if file is not None:
+                    file.close()
+            self._head = self._tail = None
+
+
+def _write_json(path: Path, value: dict[str, object]) -> None:
+    # Written whole, then renamed: a reader never sees half a file.
+    partial = path.with_suffix(path.suffix + ".partial")
+    partial.write_text(json.dumps(value), encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _copy_output(source: int, log: CappedLog) -> None:
+    while True:
+        try:
+            chunk = os.read(source, CHUNK_BYTES)
+        except OSError:
+            return
+        if not chunk:
+            return
+        log.write(chunk)
+
+
+def _ignore(signum: int, frame: FrameType | None) -> None:
+    # A handler, not SIG_IGN: an ignored signal stays ignored across exec, and the command
+    # must still receive SIGTERM when the runner signals the group.
+    del signum, frame
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command, copy its output to the capped log, record its exit status; exit 0."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dir", type=Path, required=True, help="the job's runner folder")
+    parser.add_argument("--cwd", type=Path, required=True, help="the command's working directory")
+    parser.add_argument("--max-bytes", type=int, required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    # The runner signals the whole group; the supervisor outlives the command so that it can
+    # copy its last output and record how it ended.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _ignore)
+
+    folder: Path = args.dir
+    log = CappedLog(folder, args.max_bytes)
+    started = time.time()
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=args.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+        )
+    except OSError as error:
+        log.write(f"runner: cannot start {command[0]!r}: {error}\n".encode())
+        log.close()
+        _write_json(folder / EXIT_FILE, {"exit_code": 127, "started": False, "error": str(error)})
+        return 0
+    assert process.stdout is not None
+    copier = threading.Thread(
+        target=_copy_output, args=(process.stdout.fileno(), log), name="output", daemon=True
+    )
+    copier.start()
+    exit_code = process.wait()
+    copier.join(DRAIN_AFTER_EXIT_S)
+    log.close()
+    _write_json(
+        folder / EXIT_FILE,
+        {
+            "exit_code": exit_code,
+            "started": True,
+            "seconds": round(time.time() - started, 3),
+            "output_bytes": log.written,
+            # kilobytes on Linux: shows that a job printing gigabytes kept this process small
+            "supervisor_max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
