@@ -122,6 +122,11 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=None, help="HTTP port (default: $PORT or 3000)")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (HTTP mode)")
+
+
 # The one place subcommands are registered; add `chat`, `render`, `dryrun`, `serve` here.
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
@@ -145,7 +150,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "serve",
         "run the Slack bot: HTTP at /slack/events, or Socket Mode when SLACK_APP_TOKEN is set",
-        lambda parser: _serve_module().add_serve_arguments(parser),
+        _serve_arguments,
         lambda args: _serve_module().run_serve_command(args),
     ),
     Subcommand(

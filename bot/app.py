@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slack_bolt import Ack, App, BoltContext
+from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -34,6 +35,7 @@ from flows.steps import Attachment
 
 log = logging.getLogger(__name__)
 
+LISTENER_WORKERS = 32
 IGNORED_SUBTYPES = frozenset({"message_deleted", "bot_message", "channel_join", "channel_leave", "message_replied"})
 
 
@@ -68,7 +70,22 @@ def build_service(
     elif dryrun != "default":
         kwargs["dryrun"] = dryrun
     results = ScriptResults(poster, scripts_dir, executor or ThreadPoolExecutor(max_workers=2), **kwargs)
-    return WizardService(store, records, poster, results)
+    runs = None
+    if settings.artbot_runner_url and settings.artbot_runner_token:
+        from bot.run_records import RunStore
+        from bot.runs import RunService
+        from runner.client import RunnerClient
+
+        runs = RunService(
+            RunStore(engine, schema=schema),
+            records,
+            poster,
+            RunnerClient(settings.artbot_runner_url, settings.artbot_runner_token.get_secret_value()),
+            results.load_script,
+            approvers=settings.approvers,
+            channels=settings.runner_channels,
+        )
+    return WizardService(store, records, poster, results, runs=runs)
 
 
 def create_app(settings: BotSettings, service: WizardService, *, client: WebClient | None = None) -> App:
@@ -79,6 +96,8 @@ def create_app(settings: BotSettings, service: WizardService, *, client: WebClie
         signing_secret=secret.get_secret_value() if secret else None,
         # Socket Mode connections are authenticated by the app token; HTTP requests by signature.
         request_verification_enabled=secret is not None,
+        # Acks wait for a free worker: Bolt's default 5 is too few for a busy workspace.
+        listener_executor=ThreadPoolExecutor(max_workers=LISTENER_WORKERS, thread_name_prefix="bolt"),
     )
     register_listeners(app, service, settings)
     return app
@@ -88,12 +107,12 @@ def register_listeners(app: App, service: WizardService, settings: BotSettings) 
     """Every listener of the bot, thin: parse what Slack sent, hand it to the service."""
 
     @app.command("/train-rl")
-    def on_train_rl(ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+    def on_train_rl(ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond) -> None:
         ack()
         text = (command.get("text") or "").strip()
         team = command.get("team_id") or context.team_id or ""
         user = command["user_id"]
-        guarded(lambda: _start_or_list(service, client, team, command["channel_id"], user, text))
+        guarded(lambda: _start_or_list(service, client, respond, team, command["channel_id"], user, text))
 
     @app.event("message")
     def on_message(event: dict[str, Any], body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
@@ -131,6 +150,30 @@ def register_listeners(app: App, service: WizardService, settings: BotSettings) 
         delivery = f"action:{user}:{action.get('action_ts') or body.get('trigger_id')}"
         guarded(lambda: service.result_action(client, key, user, action["action_id"], delivery), client, key, service)
 
+    @app.action("run_cancel")
+    def on_run_cancel(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient) -> None:
+        ack()
+        runs = service.runs
+        if runs is None or not (action.get("value") or "").isdigit():
+            return
+        user = body["user"]["id"]
+        guarded(lambda: runs.cancel(client, int(action["value"]), user))
+
+    @app.action(re.compile(r"^run_fix:(retry_lower_gpu_memory|resume)$"))
+    def on_run_fix(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient) -> None:
+        ack()
+        runs = service.runs
+        if runs is None or not (action.get("value") or "").isdigit():
+            return
+        from runner.schemas import FixAction
+
+        fix = FixAction(action["action_id"].split(":", 1)[1])
+        user = body["user"]["id"]
+        delivery = f"action:{user}:{action.get('action_ts') or body.get('trigger_id')}"
+        if not service.records.first_delivery(delivery):
+            return
+        guarded(lambda: runs.retry(client, int(action["value"]), fix, user))
+
     @app.event("app_home_opened")
     def on_home(event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         if event.get("tab", "home") != "home":
@@ -154,19 +197,33 @@ def guarded(
             notify_error(client, key, service.poster)
 
 
-def _start_or_list(service: WizardService, client: WebClient, team: str, channel: str, user: str, text: str) -> None:
+def _start_or_list(
+    service: WizardService, client: WebClient, respond: Respond, team: str, channel: str, user: str, text: str
+) -> None:
+    # Answers to the command go through its response_url: they work even where the bot is not a member.
     if text.lower() == "list":
-        client.chat_postEphemeral(channel=channel, user=user, text=sessions_text(service, user, team))
+        respond(text=sessions_text(service, user, team), response_type="ephemeral")
+        return
+    if text.lower() == "runs":
+        runs = service.runs.runs_text(user, team) if service.runs else "No GPU runner is configured for this bot."
+        respond(text=runs, response_type="ephemeral")
         return
     if text.lower() in ("help", "-h", "--help"):
-        client.chat_postEphemeral(
-            channel=channel,
-            user=user,
+        respond(
             text="`/train-rl [what the agent should get better at]` starts the wizard in a thread. "
-            "`/train-rl list` lists your wizards.",
+            "`/train-rl list` lists your wizards, `/train-rl runs` your training runs.",
+            response_type="ephemeral",
         )
         return
-    service.start(client, team, channel, user, text)
+    try:
+        service.start(client, team, channel, user, text)
+    except SlackApiError as error:
+        if error.response.get("error") not in ("not_in_channel", "channel_not_found"):
+            raise
+        respond(
+            text="I can't post in this channel yet: invite me with `/invite @artbot`, then run `/train-rl` again.",
+            response_type="ephemeral",
+        )
 
 
 def sessions_text(service: WizardService, user: str, team: str) -> str:

@@ -1,4 +1,4 @@
-"""What the Slack edge remembers besides sessions: deliveries seen, question messages, approvals."""
+"""What the Slack edge remembers besides sessions: deliveries seen, question messages, approvals, runs."""
 
 from __future__ import annotations
 
@@ -60,6 +60,45 @@ class ApprovalRow(Base):
     script_name: Mapped[str] = mapped_column(String(200))
     status: Mapped[str] = mapped_column(String(32), default="pending")
     """pending until a runner takes it (the runner issue)."""
+
+
+class RunRow(Base):
+    """One approved script sent (or being sent) to the runner."""
+
+    __tablename__ = "artbot_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    approval_id: Mapped[int] = mapped_column(Integer)
+    team: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    channel: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    thread: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    owner: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    script_name: Mapped[str] = mapped_column(String(200))
+    script_sha256: Mapped[str] = mapped_column(String(64))
+    backend: Mapped[str] = mapped_column(String(16))
+    args_json: Mapped[str] = mapped_column(Text, default="[]")
+    resume_from_job: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    job_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    state: Mapped[str] = mapped_column(String(32))
+    cursor: Mapped[int] = mapped_column(Integer, default=0)
+    card_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    card_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    points_json: Mapped[str] = mapped_column(Text, default="[]")
+    """[{"step": n, "train": r|null, "val": r|null}]: the reward curve for the plot."""
+    detail: Mapped[str] = mapped_column(Text, default="")
+    submit_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    unreachable_notified: Mapped[int] = mapped_column(Integer, default=0)
+    warnings_posted: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (
+        Index("ix_artbot_runs_state", "state"),
+        Index("ix_artbot_runs_thread", "team", "channel", "thread"),
+        Index("ix_artbot_runs_owner", "owner", "team"),
+    )
 
 
 @dataclass(frozen=True)

@@ -86,12 +86,30 @@ class ScriptResults:
         self._dryrun = dryrun
 
     def script_path(self, key: SessionKey, answers: Mapping[str, Any]) -> Path:
+        return self.script_file(key, f"{answers['run_name']}.py")
+
+    def script_file(self, key: SessionKey, script_name: str) -> Path:
         folder = self._scripts_dir / _safe(key.team) / _safe(key.channel) / _safe(key.thread)
-        return folder / f"{answers['run_name']}.py"
+        return folder / _safe(script_name)
+
+    def load_script(self, key: SessionKey, script_name: str) -> str | None:
+        path = self.script_file(key, script_name)
+        return path.read_text() if path.is_file() else None
 
     def latest_script(self, key: SessionKey, answers: Mapping[str, Any]) -> tuple[Path, str] | None:
         path = self.script_path(key, answers)
         return (path, path.read_text()) if path.is_file() else None
+
+    def deliver_later(self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]) -> None:
+        """`deliver` on the executor, so the caller (a Slack listener) returns at once."""
+        self._executor.submit(self._deliver_logged, client, key, dict(answers))
+
+    def _deliver_logged(self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]) -> None:
+        try:
+            self.deliver(client, key, answers)
+        except Exception:
+            log.exception("delivering the script failed for %s", key)
+            self._poster.post(client, key, _text(":x: Something went wrong while generating the script; your answers are saved. Press Regenerate or say `edit <question>`."))
 
     def deliver(self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]) -> None:
         """Render, check and upload the script with its summary and buttons; dry-run it after."""

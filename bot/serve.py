@@ -31,6 +31,8 @@ class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
     """One thread per request: Slack must get its ack within 3 seconds while others work."""
 
     daemon_threads = True
+    # Python's default backlog of 5 resets connections when Slack sends a burst.
+    request_queue_size = 128
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -72,11 +74,6 @@ def keep_tidy(service: WizardService, app: App, idle: timedelta, stop: threading
     return thread
 
 
-def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=None, help="HTTP port (default: $PORT or 3000)")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (HTTP mode)")
-
-
 def run_serve_command(args: argparse.Namespace) -> int:
     """Serve until interrupted; exit 2 with a clear message when the settings cannot work."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -97,6 +94,11 @@ def run_serve_command(args: argparse.Namespace) -> int:
         return 2
     stop = threading.Event()
     keep_tidy(service, app, timedelta(hours=settings.artbot_session_idle_hours), stop)
+    if service.runs is not None:
+        from bot.runs import RunFollower
+
+        RunFollower(service.runs, app.client, settings.artbot_runner_poll_s).start()
+        log.info("following training runs on %s", settings.artbot_runner_url)
     try:
         if settings.slack_app_token is not None:
             from slack_bolt.adapter.socket_mode import SocketModeHandler

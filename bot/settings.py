@@ -33,6 +33,15 @@ class BotSettings(BaseSettings):
     artbot_dryrun: bool = Field(default=True, description="dry-run generated scripts before posting them")
     artbot_scripts_dir: str | None = Field(default=None, description="where generated scripts are kept")
     port: int = Field(default=3000, ge=1, le=65535)
+    artbot_runner_url: str | None = Field(default=None, description="the GPU runner's base URL")
+    artbot_runner_token: SecretStr | None = Field(default=None, description="the runner's bearer token")
+    artbot_approvers: str = Field(
+        default="", description="comma-separated user ids allowed to approve (empty: any session owner)"
+    )
+    artbot_runner_channels: str = Field(
+        default="", description="comma-separated channel ids where runs may be approved (empty: any)"
+    )
+    artbot_runner_poll_s: float = Field(default=2.0, gt=0, le=60)
 
     @field_validator("slack_bot_token")
     @classmethod
@@ -64,11 +73,34 @@ class BotSettings(BaseSettings):
             raise ValueError(
                 "set SLACK_SIGNING_SECRET (HTTP mode) or SLACK_APP_TOKEN (Socket Mode)"
             )
+        if self.artbot_runner_url is not None and self.artbot_runner_token is None:
+            raise ValueError("ARTBOT_RUNNER_URL is set: set ARTBOT_RUNNER_TOKEN too")
         return self
+
+    @field_validator("artbot_runner_url")
+    @classmethod
+    def _runner_url_shape(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL such as https://gpu-host:8080")
+        return value.rstrip("/")
 
     @property
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
+
+    @property
+    def runner_configured(self) -> bool:
+        return self.artbot_runner_url is not None
+
+    @property
+    def approvers(self) -> frozenset[str]:
+        return frozenset(part.strip() for part in self.artbot_approvers.split(",") if part.strip())
+
+    @property
+    def runner_channels(self) -> frozenset[str]:
+        return frozenset(part.strip() for part in self.artbot_runner_channels.split(",") if part.strip())
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> BotSettings:

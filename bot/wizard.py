@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -34,6 +35,9 @@ from flows.flow import Flow
 from flows.session import Session
 from flows.steps import Attachment
 from flows.train_rl import TRAIN_RL
+
+if TYPE_CHECKING:
+    from bot.runs import RunService
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +83,17 @@ class WizardService:
         poster: ThreadPoster,
         results: ScriptResults,
         *,
+        runs: RunService | None = None,
         on_complete: Callable[[WebClient, SessionKey, Mapping[str, object]], None] | None = None,
     ) -> None:
         self.store = store
         self.records = records
         self.poster = poster
         self.results = results
+        self.runs = runs
         self._locks = KeyedLocks()
-        self._on_complete = on_complete or results.deliver
+        # Rendering and checking take seconds: off the listener thread, on the results' executor.
+        self._on_complete = on_complete or results.deliver_later
 
     # -- starting --
 
@@ -137,6 +144,10 @@ class WizardService:
         if turn is None:
             return
         self.poster.deliver(client, key, turn)
+        if self.runs is not None and incoming.reply.text.strip().lower() == "status":
+            runs = self.runs.thread_status(key)
+            if runs:
+                self.poster.post(client, key, _text(runs))
         for effect in turn.effects:
             if isinstance(effect, Completed):
                 self._on_complete(client, key, effect.answers)
@@ -196,6 +207,13 @@ class WizardService:
             self.poster.post(client, key, _text("The script is not on this host any more: press Regenerate first."))
             return
         path, script = latest
+        if self.runs is not None:
+            refusal = self.runs.may_approve(key, user, stored.owner)
+            if refusal:
+                self.poster.ephemeral(client, key, user, refusal)
+                return
+            self.runs.approve(client, key, user, script, path.name, stored.session.answers)
+            return
         approval = self.records.record_approval(key, user, script, path.name)
         self.poster.post(
             client,

@@ -30,6 +30,7 @@ from flows.train_rl import TRAIN_RL
 
 POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
 KEY = SessionKey("T0001", "C0001", "1712345678.000100")
+HEAD = "0002"  # the newest migration: bump with each new one
 MODELS: tuple[MetaData, ...] = (session_metadata, BotRecordsBase.metadata)
 MODEL_TABLES = {table.name for metadata in MODELS for table in metadata.tables.values()}
 
@@ -183,8 +184,8 @@ def test_upgrade_creates_exactly_the_models_tables_and_columns(
             assert {i[0] for i in shape[table.name]["indexes"]} == {i.name for i in table.indexes}
     # Types, nullability and index columns too: the same as create_all makes from the models.
     assert shape == reference.shape()
-    assert database.current() == db.head() == "0001"
-    assert database.version_rows() == ["0001"]
+    assert database.current() == db.head() == HEAD
+    assert database.version_rows() == [HEAD]
 
 
 def test_the_models_need_no_migration_beyond_head(tmp_path: Path) -> None:
@@ -294,14 +295,14 @@ def test_the_config_alone_opens_the_database_itself(
 def test_artbot_db_upgrade_and_current(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'nested' / 'artbot.db'}"
     assert main(["db", "current", "--database-url", url]) == 0
-    assert capsys.readouterr().out == f"{url}: none (newest is 0001: run `artbot db upgrade`)\n"
+    assert capsys.readouterr().out == f"{url}: none (newest is {HEAD}: run `artbot db upgrade`)\n"
     assert not (tmp_path / "nested").exists()  # asking created nothing
     assert main(["db", "upgrade", "--database-url", url]) == 0
-    assert capsys.readouterr().out == f"{url}: upgraded from none to 0001 (head)\n"
+    assert capsys.readouterr().out == f"{url}: upgraded from none to {HEAD} (head)\n"
     assert main(["db", "upgrade", "--database-url", url]) == 0
-    assert capsys.readouterr().out == f"{url}: already at 0001 (head)\n"
+    assert capsys.readouterr().out == f"{url}: already at {HEAD} (head)\n"
     assert main(["db", "current", "--database-url", url]) == 0
-    assert capsys.readouterr().out == f"{url}: 0001 (head)\n"
+    assert capsys.readouterr().out == f"{url}: {HEAD} (head)\n"
 
 
 def test_artbot_db_upgrade_defaults_to_the_stores_database(
@@ -311,7 +312,7 @@ def test_artbot_db_upgrade_defaults_to_the_stores_database(
     monkeypatch.delenv("ARTBOT_DATABASE_URL", raising=False)
     assert main(["db", "upgrade"]) == 0
     path = tmp_path / "data" / "artbot" / "artbot.db"
-    assert capsys.readouterr().out == f"sqlite:///{path}: upgraded from none to 0001 (head)\n"
+    assert capsys.readouterr().out == f"sqlite:///{path}: upgraded from none to {HEAD} (head)\n"
     store = SessionStore.open()
     assert store.get(KEY) is None
     store.close()

@@ -267,8 +267,8 @@ def test_a_key_in_a_reply_is_neither_stored_nor_echoed(make_bot: BotFactory, fak
 def test_list_home_tab_and_expiry(make_bot: BotFactory, fake: FakeSlack) -> None:
     user = SlackUser(make_bot())
     user.command("Summarize contracts")
-    user.bot.dispatch(slash_command(text="list", user_id=USER_ID, channel_id=CHANNEL_ID))
-    fake.wait_for(lambda f: any("Your wizards (1)" in m.text for m in f.ephemerals()))
+    user.bot.dispatch(slash_command(text="list", user_id=USER_ID, channel_id=CHANNEL_ID, response_url=fake.response_url()))
+    fake.wait_for(lambda f: any("Your wizards (1)" in json.dumps(r) for r in f.responses()))
     from tests.fakes.slack_requests import app_home_opened
 
     user.bot.dispatch(app_home_opened(USER_ID))
@@ -340,3 +340,10 @@ def test_a_long_dry_run_report_goes_into_the_thread_as_a_file(make_bot: BotFacto
     report = next(u for u in fake.uploaded_files() if u.name.endswith(".dryrun.txt"))
     assert b"ZeroDivisionError" in report.content
     assert any("Dry run failed" in m.text for m in user.bot_messages())
+
+
+def test_a_channel_the_bot_is_not_in_gets_an_invitation_hint(make_bot: BotFactory, fake: FakeSlack) -> None:
+    bot = make_bot()
+    fake.fail("chat.postMessage", error="not_in_channel")
+    assert bot.dispatch(slash_command(user_id=USER_ID, channel_id="C0ELSEWHERE", response_url=fake.response_url())) == 200
+    fake.wait_for(lambda f: any("/invite @artbot" in json.dumps(r) for r in f.responses()))

@@ -1,0 +1,37 @@
+"""The reward curve of a run as a PNG (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: a server has no display
+
+import matplotlib.pyplot as plt
+
+
+def reward_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
+    """train/reward and val/reward against the step."""
+    train = [(p["step"], p["train"]) for p in points if p.get("train") is not None]
+    val = [(p["step"], p["val"]) for p in points if p.get("val") is not None]
+    figure, axes = plt.subplots(figsize=(7, 4), dpi=100)
+    try:
+        if train:
+            axes.plot(*zip(*train, strict=True), label="train/reward", color="#457b9d")
+        if val:
+            axes.plot(*zip(*val, strict=True), label="val/reward", color="#e63946", marker="o")
+        axes.set_xlabel("step")
+        axes.set_ylabel("reward")
+        axes.set_title(title[:80])
+        axes.grid(alpha=0.3)
+        if train or val:
+            axes.legend(loc="best")
+        buffer = io.BytesIO()
+        figure.tight_layout()
+        figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+    finally:
+        plt.close(figure)
