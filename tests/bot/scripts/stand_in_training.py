@@ -1,0 +1,34 @@
+"""Runs in place of a GPU training run: the runner starts it with the approved script as argument.
+
+It checks that the script it was given is the generated one (it compiles and calls ART), then
+writes what ART writes (tests/runner/scripts/train_ok.py). With --mode oom-then-ok it fails
+with CUDA's out-of-memory error unless --gpu-memory-utilization was lowered below 0.7; with
+--mode slow each step takes seconds (time to cancel it).
+"""
+
+import argparse
+import runpy
+import sys
+from pathlib import Path
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--mode", default="ok", choices=["ok", "oom-then-ok", "slow"])
+parser.add_argument("script")
+parser.add_argument("--art-path", default=None)
+parser.add_argument("--gpu-memory-utilization", type=float, default=None)
+args, _ = parser.parse_known_args()
+
+source = Path(args.script).read_text()
+compile(source, args.script, "exec")
+assert "art.TrainableModel(" in source and "await backend.close()" in source, "not a generated script"
+
+if args.mode == "oom-then-ok" and (args.gpu_memory_utilization is None or args.gpu_memory_utilization >= 0.7):
+    print("Traceback (most recent call last):", file=sys.stderr)
+    print('  File "rl_train.py", line 1, in <module>', file=sys.stderr)
+    print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", file=sys.stderr)
+    sys.exit(1)
+
+train_ok = Path(__file__).resolve().parents[2] / "runner" / "scripts" / "train_ok.py"
+delay = "3" if args.mode == "slow" else "0.05"
+sys.argv = [str(train_ok), "--delay", delay, *(["--art-path", args.art_path] if args.art_path else [])]
+runpy.run_path(str(train_ok), run_name="__main__")

@@ -1,0 +1,148 @@
+"""Approve in Slack, train under the real runner on loopback, and read the progress in the thread."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.runs import RunService
+from runner.serve import RunnerServer, build_service
+from runner.settings import load_settings
+from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.test_slack_wizard import answer_single_turn_ruler
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.workspace import USER_ID
+from tests.runner.conftest import TOKEN, Runner, RunnerFactory, job_environ, runner_env
+from tests.runner.conftest import (
+    make_runner as make_runner,  # the fixture: a real runner on loopback
+)
+
+STAND_IN = Path(__file__).resolve().parent / "scripts" / "stand_in_training.py"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def gpu_host(make_runner: RunnerFactory) -> Iterator[Runner]:
+    yield make_runner(environ=job_environ(OPENAI_API_KEY="sk-test-not-real"), command=f"{{python}} {STAND_IN} {{script}}")
+
+
+def runs_of(user: SlackUser) -> RunService:
+    assert user.bot.service.runs is not None
+    return user.bot.service.runs
+
+
+def follow_until_finished(user: SlackUser, timeout: float = 60.0) -> None:
+    """What the bot's follower thread does, driven here so the test decides the pace."""
+    runs = runs_of(user)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs.poll_once(user.bot.app.client)
+        if not runs.runs.active():
+            user.settle()
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"runs still active: {runs.runs.active()}")
+
+
+def finished_wizard(make_bot: BotFactory, fake: FakeSlack, runner_url: str) -> SlackUser:
+    user = SlackUser(make_bot(ARTBOT_RUNNER_URL=runner_url, ARTBOT_RUNNER_TOKEN=TOKEN))
+    user.command()
+    answer_single_turn_ruler(user)
+    fake.wait_for(lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60)
+    return user
+
+
+def test_an_approved_script_trains_and_its_progress_plot_and_result_reach_the_thread(
+    make_bot: BotFactory, fake: FakeSlack, gpu_host: Runner
+) -> None:
+    user = finished_wizard(make_bot, fake, gpu_host.base_url)
+    user.click("Approve and run")
+    runs = runs_of(user)
+    [run] = runs.runs.for_thread(user.key)
+    assert run.job_id is not None and run.card_ts is not None
+    assert user.bot.service.records.approvals(user.key)[0].approved_by == USER_ID
+
+    follow_until_finished(user)
+
+    texts = [m.text for m in user.bot_messages()]
+    assert any(t.startswith(":rocket: Training started") for t in texts)
+    assert any("Validation at step 2: val/reward = 0.100" in t for t in texts)
+    final = next(t for t in texts if "Training finished at step 4" in t)
+    assert f"<@{USER_ID}>" in final and "m1@4" in final and "curl http://127.0.0.1:8000/v1/chat/completions" in final
+    card = fake.message(user.channel, run.card_ts)
+    assert card is not None and "succeeded" in card.text and "val/reward 0.200" in card.text
+    assert not any(b.get("type") == "actions" for b in card.blocks or [])  # no Cancel once finished
+    plots = [u for u in fake.uploaded_files() if u.name.endswith("-rewards.png")]
+    assert plots and all(p.content.startswith(b"\x89PNG") for p in plots)
+    [job] = [runs.client.job(run.job_id)]
+    assert job.state.value == "succeeded"
+
+
+def test_a_cuda_oom_offers_a_retry_with_lower_gpu_memory_that_then_succeeds(
+    make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
+) -> None:
+    host = make_runner(
+        environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
+        command=f"{{python}} {STAND_IN} --mode oom-then-ok {{script}}",
+    )
+    user = finished_wizard(make_bot, fake, host.base_url)
+    user.click("Approve and run")
+    follow_until_finished(user)
+    failure = next(m for m in user.bot_messages() if "Training failed" in m.text)
+    assert f"<@{USER_ID}>" in failure.text and "gpu_memory_utilization" in failure.text.lower().replace("-", "_")
+    user.click("Retry with lower GPU memory")
+    follow_until_finished(user)
+    first, retried = runs_of(user).runs.for_thread(user.key)
+    assert first.state == "failed" and retried.state == "succeeded"
+    assert retried.args == ["--gpu-memory-utilization", "0.55"]
+
+
+def test_the_runner_down_then_up_loses_no_approval(make_bot: BotFactory, fake: FakeSlack, tmp_path: Path) -> None:
+    port = free_port()
+    user = finished_wizard(make_bot, fake, f"http://127.0.0.1:{port}")
+    user.click("Approve and run")
+    runs = runs_of(user)
+    [run] = runs.runs.for_thread(user.key)
+    assert run.state == "waiting_for_runner" and run.job_id is None
+    assert sum("unreachable" in m.text for m in user.bot_messages()) == 1
+    runs.runs.update(run.id, next_attempt_at=runs.runs.now())
+    runs.poll_once(user.bot.app.client)
+    user.settle()
+    assert sum("unreachable" in m.text for m in user.bot_messages()) == 1  # told once
+    settings = load_settings(runner_env(tmp_path / "gpu-host", command=f"{{python}} {STAND_IN} {{script}}"))
+    service = build_service(settings, environ=job_environ(OPENAI_API_KEY="sk-test-not-real"))
+    with RunnerServer(service, TOKEN, port=port):  # the runner comes up where the bot expects it
+        runs.runs.update(run.id, next_attempt_at=runs.runs.now())
+        follow_until_finished(user)
+    [run] = runs.runs.for_thread(user.key)
+    assert run.state == "succeeded" and run.job_id is not None
+    assert any("Training finished" in m.text for m in user.bot_messages())
+
+
+def test_cancel_from_the_status_card_stops_the_job(make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory) -> None:
+    host = make_runner(
+        environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
+        command=f"{{python}} {STAND_IN} --mode slow {{script}}",
+    )
+    user = finished_wizard(make_bot, fake, host.base_url)
+    user.click("Approve and run")
+    [run] = runs_of(user).runs.for_thread(user.key)
+    assert run.card_ts is not None and run.job_id is not None
+    intruder = SlackUser(user.bot, user="U0OTHER", thread=user.thread)
+    intruder.click("Cancel", wait=False)
+    fake.wait_for(lambda f: any("Only <@" in m.text for m in f.ephemerals() if m.ephemeral_to == "U0OTHER"))
+    user.click("Cancel")  # the status card is the latest message with a button
+    follow_until_finished(user)
+    [run] = runs_of(user).runs.for_thread(user.key)
+    assert run.state == "cancelled"
+    assert any("was cancelled" in m.text and f"<@{USER_ID}>" in m.text for m in user.bot_messages())
+    assert runs_of(user).client.job(run.job_id).state.value == "cancelled"
