@@ -146,3 +146,31 @@ def test_cancel_from_the_status_card_stops_the_job(make_bot: BotFactory, fake: F
     assert run.state == "cancelled"
     assert any("was cancelled" in m.text and f"<@{USER_ID}>" in m.text for m in user.bot_messages())
     assert runs_of(user).client.job(run.job_id).state.value == "cancelled"
+
+
+def test_a_bot_restart_mid_run_resumes_from_its_cursor_without_repeating(
+    make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
+) -> None:
+    host = make_runner(environ=job_environ(OPENAI_API_KEY="sk-test-not-real"), command=f"{{python}} {STAND_IN} --mode slow {{script}}")
+    user = finished_wizard(make_bot, fake, host.base_url)
+    user.click("Approve and run")
+    runs = runs_of(user)
+    deadline = time.monotonic() + 30
+    while not any(m.text.startswith(":rocket:") for m in user.bot_messages()):
+        assert time.monotonic() < deadline, "the job never started"
+        runs.poll_once(user.bot.app.client)
+        time.sleep(0.1)
+    [before] = runs.runs.for_thread(user.key)
+    assert before.cursor > 0
+    restarted = SlackUser(make_bot(ARTBOT_RUNNER_URL=host.base_url, ARTBOT_RUNNER_TOKEN=TOKEN), thread=user.thread)
+    follow_until_finished(restarted)
+    texts = [m.text for m in restarted.bot_messages()]
+    assert sum(t.startswith(":rocket: Training started") for t in texts) == 1
+    assert sum("Training finished" in t for t in texts) == 1
+
+    restarted.reply("status")
+    assert "Run 1:" in restarted.last_text() and "succeeded" in restarted.last_text()
+    from tests.fakes.slack_requests import slash_command
+
+    restarted.bot.dispatch(slash_command(text="runs", user_id=USER_ID, response_url=fake.response_url()))
+    fake.wait_for(lambda f: any("Your training runs (1)" in str(r) for r in f.responses()))
