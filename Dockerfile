@@ -1,26 +1,55 @@
-# artbot: the wizard, script checks and dry runs. Installs with the same uv commands as the README.
-# (Slack bot and GPU runner targets are added with their issues.)
-FROM python:3.11-slim AS base
+# Two images, one file: `docker build --target bot .` and `docker build --target runner .`.
+# Both install with the README's command (uv sync from the lock) and run as a non-root user.
 
+# ---- shared: the project and its locked dependencies --------------------------------------
+FROM python:3.11-slim AS app
 ENV PYTHONUNBUFFERED=1 \
     UV_LINK_MODE=copy \
     UV_PROJECT_ENVIRONMENT=/opt/artbot/.venv \
     PATH=/opt/artbot/.venv/bin:$PATH
-
 RUN pip install --no-cache-dir uv \
     && useradd --create-home --uid 10001 artbot
-
 WORKDIR /opt/artbot
-COPY pyproject.toml uv.lock README.md ./
+COPY pyproject.toml uv.lock .python-version README.md ./
 RUN uv sync --locked --no-dev --no-install-project
 COPY flows ./flows
 COPY templates ./templates
 COPY artbot ./artbot
 COPY bot ./bot
 COPY runner ./runner
+COPY manifests ./manifests
 RUN uv sync --locked --no-dev && chown -R artbot:artbot /opt/artbot
 
+# ---- the Slack bot: `artbot serve` (HTTP on $PORT, or Socket Mode with SLACK_APP_TOKEN) ----
+FROM app AS bot
 USER artbot
 WORKDIR /home/artbot
+ENV XDG_DATA_HOME=/home/artbot/data
+EXPOSE 3000
+HEALTHCHECK CMD python -c "import urllib.request,os; urllib.request.urlopen(f'http://127.0.0.1:{os.environ.get(\"PORT\",\"3000\")}/healthz')" || exit 1
 ENTRYPOINT ["artbot"]
-CMD ["chat"]
+CMD ["serve"]
+
+# ---- the GPU runner: `artbot runner serve` on a CUDA host (docker run --gpus all ...) -------
+FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04 AS runner
+ENV PYTHONUNBUFFERED=1 \
+    UV_LINK_MODE=copy \
+    UV_PROJECT_ENVIRONMENT=/opt/artbot/.venv \
+    UV_PYTHON_INSTALL_DIR=/opt/uv-python \
+    PATH=/opt/artbot/.venv/bin:/opt/uv/bin:$PATH
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir uv \
+    && useradd --create-home --uid 10001 artbot
+WORKDIR /opt/artbot
+COPY --from=app /opt/artbot /opt/artbot
+# The runner's own environment; each job's script brings its pinned dependencies (uv run --script).
+RUN uv sync --locked --no-dev && chown -R artbot:artbot /opt/artbot /opt/uv-python
+USER artbot
+WORKDIR /home/artbot
+ENV XDG_DATA_HOME=/home/artbot/data \
+    UV_CACHE_DIR=/home/artbot/.cache/uv
+EXPOSE 8080
+ENTRYPOINT ["artbot"]
+CMD ["runner", "serve"]
