@@ -42,7 +42,7 @@ class TracebackInfo:
 
 
 _FRAME = re.compile(r'^\s*(?:\|\s*)?File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
-_TRACEBACK_START = re.compile(r"^\s*(?:\|\s*)?Traceback \(most recent call last\):\s*$", re.M)
+_TRACEBACK_START = re.compile(r"^[ \t]*(?:\|[ \t]*)?Traceback \(most recent call last\):\s*$", re.M)
 
 
 def last_traceback(log_text: str) -> TracebackInfo | None:
@@ -51,11 +51,14 @@ def last_traceback(log_text: str) -> TracebackInfo | None:
     if not starts:
         return None
     lines = log_text[starts[-1].start() :].splitlines()
+    # Inside an exception group every line carries the group's margin ("    | "): drop it.
+    margin = lines[0][: lines[0].index("Traceback")]
     frames: list[tuple[str, int, str]] = []
     exception = ""
     kept: list[str] = [lines[0]]
-    for line in lines[1:]:
-        kept.append(line)
+    for raw in lines[1:]:
+        kept.append(raw)
+        line = raw[len(margin) :] if margin and raw.startswith(margin) else raw
         match = _FRAME.match(line)
         if match:
             frames.append((match["file"], int(match["line"]), match["func"].strip()))
@@ -98,7 +101,9 @@ _UV_FAILURE = re.compile(
     r"|Distribution not found|Could not find a version that satisfies",
     re.S,
 )
-_UV_LINE = re.compile(r"^(?:\s*[\u00d7x]\s|error:|\s*\u2570\u2500\u25b6|\s*Caused by:|\s*help:|\s*hint:).*$", re.M)
+_UV_LINE = re.compile(
+    r"^(?:\s*[\u00d7x]\s|error:|\s*\u2570\u2500\u25b6|\s*Caused by:|\s*help:|\s*hint:).*$", re.M
+)
 _IMPORT_ERROR = re.compile(r"^(?:ModuleNotFoundError|ImportError): (.*)$")
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 

@@ -412,7 +412,9 @@ class JobService:
             except Exception:
                 log.exception("scheduling failed")
             with self._wake:
-                self._wake.wait(timeout=1.0)
+                # Checked under the lock: a stop() that notified just before is not missed.
+                if not self._stopping.is_set():
+                    self._wake.wait(timeout=1.0)
 
     def _schedule_once(self) -> None:
         """Start queued jobs in order: serverless ones at once, local ones while slots are free.
@@ -549,6 +551,13 @@ class JobService:
                 JobState.failed,
                 (EventType.failed, failure.model_dump(mode="json")),
                 failure=failure,
+            )
+            return None
+        if active.cancel.is_set():  # cancelled during preflight: do not start it at all
+            self._finish(
+                job_id,
+                JobState.cancelled,
+                (EventType.cancelled, {"reason": "cancelled before it started"}),
             )
             return None
         argv = executor.supervisor_argv(runner_dir, run_dir, self.settings.log_max_bytes, command)
@@ -780,7 +789,8 @@ class JobService:
                 )
                 self._spawn_monitor(record.id, active)
                 continue
-            terminate_job(record.pid, record.id, LEFTOVER_GRACE_S)
+            # By marker only: the pid (and so the group id) may be another program's by now.
+            terminate_job(None, record.id, LEFTOVER_GRACE_S)
             reason = f"the runner restarted and the job's process (pid {record.pid}) was gone, with no exit status recorded"
             if self.store.transition(
                 record.id,

@@ -1,0 +1,78 @@
+"""Stands in for an ART training run on a CPU: writes what ART writes, in the way ART writes it.
+
+history.jsonl lines (train and val splits) appended as ART's model.log does, a line sometimes
+written in two parts (ART's writer is mid-line when the runner reads), checkpoints/NNNN folders,
+and the generated script's end-of-training banner. Takes --art-path like a generated script.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--art-path", default=None)
+parser.add_argument("--steps", type=int, default=4)
+parser.add_argument("--delay", type=float, default=0.05)
+parser.add_argument("--val-every", type=int, default=2)
+parser.add_argument(
+    "--wait-for", default=None, help="a file to wait for before the steps after --pause-after"
+)
+parser.add_argument("--pause-after", type=int, default=0)
+parser.add_argument("--exit-code", type=int, default=0)
+args, _unknown = parser.parse_known_args()
+
+art = Path(args.art_path or ".art")
+model_dir = art / "proj" / "models" / "m1"
+model_dir.mkdir(parents=True, exist_ok=True)
+(model_dir / "model.json").write_text(json.dumps({"name": "m1", "project": "proj"}))
+history = model_dir / "history.jsonl"
+start = 0
+if history.exists():  # resumed: go on from the last step, as a generated script does
+    lines = [json.loads(line) for line in history.read_text().splitlines() if line.strip()]
+    start = max((line["step"] for line in lines), default=0)
+
+
+def log(record: dict) -> None:
+    text = json.dumps(record) + "\n"
+    with history.open("a") as file:
+        half = len(text) // 2
+        file.write(text[:half])
+        file.flush()
+        time.sleep(args.delay / 2)  # a reader now sees a partial last line
+        file.write(text[half:])
+
+
+for step in range(start + 1, start + args.steps + 1):
+    if args.wait_for and step > args.pause_after:
+        while not Path(args.wait_for).exists():
+            time.sleep(0.01)
+    print(f"step {step}: training", flush=True)
+    log(
+        {
+            "step": step,
+            "recorded_at": time.time(),
+            "train/reward": step / 10,
+            "train/exception_rate": 0.0,
+            "loss/train": 1.0 / step,
+            "time/step_wall_s": args.delay,
+        }
+    )
+    (model_dir / "checkpoints" / f"{step:04d}").mkdir(parents=True, exist_ok=True)
+    if step % args.val_every == 0:
+        log({"step": step, "recorded_at": time.time(), "val/reward": step / 20})
+    time.sleep(args.delay)
+
+if args.exit_code:
+    sys.exit(args.exit_code)
+print("\n" + "=" * 60)
+print("RL TRAINING COMPLETE")
+print("=" * 60)
+print(f"  Model:          m1@{start + args.steps}")
+print("  Base model:     OpenPipe/Qwen3-14B-Instruct")
+print(f"  Training step:  {start + args.steps}")
+print("  Inference URL:  http://127.0.0.1:8000/v1/")
+print("=" * 60)
+print("cuda visible:", os.environ.get("CUDA_VISIBLE_DEVICES"))
