@@ -257,6 +257,18 @@ WARNING_LINE = re.compile(
     rb"rollouts? failed|could not score|No rollout succeeded|nothing to train on"
     rb"|\b(?:User|Runtime)Warning: |\bERROR\b|CUDA out of memory|OutOfMemoryError|\bKilled\b"
 )
+# Literal parts of WARNING_LINE: finding a literal is ~50 times faster than running the regex,
+# and most output holds none of them, so most chunks are never split into lines.
+_WARNING_WORDS = (
+    b"rollout",
+    b"could not score",
+    b"nothing to train on",
+    b"Warning: ",
+    b"ERROR",
+    b"CUDA out of memory",
+    b"OutOfMemoryError",
+    b"Killed",
+)
 TRACEBACK_START = b"Traceback (most recent call last):"
 MAX_WARNINGS = 50
 MAX_MESSAGE_CHARS = 1_000
@@ -293,7 +305,7 @@ class OutputScanner:
         if (
             self._traceback is None
             and TRACEBACK_START not in complete
-            and not WARNING_LINE.search(complete)
+            and not any(word in complete for word in _WARNING_WORDS)
         ):
             return []  # the common case: nothing to look at line by line
         warnings: list[dict[str, Any]] = []

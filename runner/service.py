@@ -205,8 +205,12 @@ class JobService:
         self._validate(submission)
         job_id = uuid.uuid4().hex
         run_dir = str(self.workdir / job_id)
+        # A retry of a resume must find its job, not trip over it as the folder's user.
+        retry = self.store.get_by_key(submission.idempotency_key)
         if submission.resume_from_job is not None:
-            run_dir = self._resume_dir(submission.resume_from_job)
+            run_dir = (
+                retry.run_dir if retry is not None else self._resume_dir(submission.resume_from_job)
+            )
         record, created = self.store.create(job_id, submission, run_dir)
         if created:
             log.info(
@@ -238,7 +242,7 @@ class JobService:
             JobState.cancelled,
             finished_at=self.store.now(),
             cancel_requested_at=self.store.now(),
-            event=(EventType.cancelled, {"reason": "cancelled before it started"}),
+            event=(EventType.cancelled, {"reason": "cancelled before it started", "forced": False}),
         )
         if done is not None:
             self.notifier.notify(job_id)
@@ -422,9 +426,14 @@ class JobService:
         FIFO for local jobs: once one must wait for a slot, the local jobs behind it wait too.
         """
         local_blocked = False
+        busy_dirs = {
+            job.run_dir for job in self.store.in_states([JobState.starting, JobState.running])
+        }
         for record in self.store.in_states([JobState.queued]):
             if self._stopping.is_set():
                 return
+            if record.run_dir in busy_dirs:
+                continue  # two resumes of one job raced past submit's check: one at a time
             slot: int | None = None
             if record.backend == "local" and self.slots:
                 if local_blocked:
@@ -434,6 +443,7 @@ class JobService:
                     local_blocked = True
                     continue
             self._begin(record, slot)
+            busy_dirs.add(record.run_dir)
 
     def _reserve_slot(self, job_id: str) -> int | None:
         with self._lock:
@@ -509,7 +519,7 @@ class JobService:
             self._finish(
                 job_id,
                 JobState.cancelled,
-                (EventType.cancelled, {"reason": "cancelled before it started"}),
+                (EventType.cancelled, {"reason": "cancelled before it started", "forced": False}),
             )
             return None
         run_dir = Path(record.run_dir)
@@ -557,7 +567,7 @@ class JobService:
             self._finish(
                 job_id,
                 JobState.cancelled,
-                (EventType.cancelled, {"reason": "cancelled before it started"}),
+                (EventType.cancelled, {"reason": "cancelled before it started", "forced": False}),
             )
             return None
         argv = executor.supervisor_argv(runner_dir, run_dir, self.settings.log_max_bytes, command)
@@ -612,6 +622,7 @@ class JobService:
         if self.settings.max_runtime_s is not None and record.started_at is not None:
             deadline = record.started_at + timedelta(seconds=self.settings.max_runtime_s)
         outcome = "exited"
+        forced = False
         last_rescan = 0.0
         try:
             while True:
@@ -642,10 +653,10 @@ class JobService:
                 )
             else:
                 log.info("job %s stopping (%s)", job_id, outcome)
-                killed = terminate_job(
+                forced = terminate_job(
                     process.pid, job_id, self.settings.cancel_grace_s, reap=process.reap
                 )
-                if killed:
+                if forced:
                     log.info(
                         "job %s ignored SIGTERM for %ss: killed",
                         job_id,
@@ -657,7 +668,7 @@ class JobService:
             self._report(job_id, progress.poll(rescan=True), [])
         finally:
             output.close()
-        self._settle(job_id, record, process, snapshot, outcome, progress.last_step)
+        self._settle(job_id, record, process, snapshot, outcome, progress.last_step, forced)
         return False
 
     def _report(
@@ -679,6 +690,7 @@ class JobService:
         snapshot: list[GpuInfo],
         outcome: str,
         last_step: int | None,
+        forced: bool = False,
     ) -> None:
         runner_dir = self._runner_dir(job_id)
         status = process.exit_status()
@@ -687,7 +699,8 @@ class JobService:
             self._finish(
                 job_id,
                 JobState.cancelled,
-                (EventType.cancelled, {"reason": "cancelled"}),
+                # forced: it ignored SIGTERM for the grace period and was killed
+                (EventType.cancelled, {"reason": "cancel requested", "forced": forced}),
                 exit_code=exit_code,
             )
             return

@@ -279,6 +279,11 @@ class JobStore:
             row = orm.get(JobRow, job_id)
             return _record(row) if row is not None else None
 
+    def get_by_key(self, idempotency_key: str) -> JobRecord | None:
+        with self._transaction() as orm:
+            row = self._by_key(orm, idempotency_key)
+            return _record(row) if row is not None else None
+
     def in_states(self, states: Iterable[JobState]) -> list[JobRecord]:
         """Jobs in `states`, oldest first (the queue's order)."""
         query = (

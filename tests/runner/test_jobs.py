@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
+from runner.client import RunnerRejected
 from runner.schemas import EventType, JobState
-from tests.runner.conftest import Runner, RunnerFactory, job_environ
+from tests.runner.conftest import Runner, RunnerFactory, job_environ, submission
 
 
 def test_a_training_run_reports_steps_validations_checkpoints_and_its_model(runner: Runner) -> None:
@@ -158,9 +161,17 @@ def test_a_run_can_resume_in_the_folder_of_an_earlier_job(runner: Runner) -> Non
         "train_ok.py", args=["--steps", "2", "--delay", "0.01", "--exit-code", "3"]
     )
     assert runner.follow(first)[-1].type is EventType.failed
-    again = runner.submit(
-        "train_ok.py", args=["--steps", "2", "--delay", "0.01"], resume_from_job=first
+    resume = submission(
+        "train_ok.py",
+        args=["--steps", "2", "--delay", "0.01", "--pause-after", "0", "--wait-for", "go"],
+        resume_from_job=first,
     )
+    again = runner.client.submit(resume).id
+    assert runner.client.submit(resume).id == again  # a retry finds the job, not a conflict
+    with pytest.raises(RunnerRejected) as busy:  # another resume while this one runs
+        runner.client.submit(submission("train_ok.py", resume_from_job=first))
+    assert busy.value.status == 409 and "already working" in busy.value.message
+    (runner.run_dir(first) / "go").touch()
     events = runner.follow(again)
     # Only what the resumed run did is news: steps 3 and 4, not the first job's 1 and 2.
     assert [e.data["step"] for e in events if e.type is EventType.step] == [3, 4]

@@ -43,7 +43,9 @@ def test_cancel_stops_the_job_with_its_children_and_grandchildren(runner: Runner
     # group with a session of its own.
     assert _wait_gone([supervisor, *pids], timeout=1.0) == []
     assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []
-    assert runner.client.events(job_id).events[-1].type is EventType.cancelled
+    last = runner.client.events(job_id).events[-1]
+    assert last.type is EventType.cancelled
+    assert last.data == {"reason": "cancel requested", "forced": False}
     assert runner.client.cancel(job_id).state is JobState.cancelled  # cancelling again is harmless
 
 
@@ -61,6 +63,7 @@ def test_a_job_ignoring_sigterm_is_killed_after_the_grace_period(
     assert 1.0 <= took < 4.0, f"cancel took {took:.2f}s with a 1s grace period"
     assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []
     assert runner.client.job(job_id).exit_code is None  # SIGKILL: the supervisor recorded nothing
+    assert runner.client.events(job_id).events[-1].data["forced"] is True
 
 
 def test_a_job_past_the_max_runtime_is_stopped_and_fails_with_timeout(

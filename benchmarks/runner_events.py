@@ -1,0 +1,328 @@
+"""How fast the GPU runner reacts, and what it costs while a job floods its output. Prints numbers.
+
+    uv run python benchmarks/runner_events.py [--jobs 10] [--steps 20] [--step-interval 0.2]
+                                              [--poll-interval 0.5] [--bytes 50M]
+                                              [--lines-per-second 10000] [--line-bytes 500]
+
+The real runner (`artbot runner serve`'s code, `runner.serve.serve`) runs as a child process on
+127.0.0.1 with a SQLite database in a temporary folder, two fake GPU slots and jobs run as
+`{python} {script}`; this script talks to it with `runner.client.RunnerClient`. Measured:
+
+- submit -> running: from calling `submit` until the `started` event is seen through the
+  events long-poll (client side), and the runner's own `started.at - created_at`;
+- event latency: a job appends ART-style history.jsonl lines stamped with the time they were
+  written; the time until each `step` event reaches a waiting long-poll. It includes the
+  runner's poll interval (ARTBOT_RUNNER_POLL_INTERVAL_S; 0.5 s by default), which dominates;
+- output flood: a job printing --lines-per-second lines of --line-bytes up to --bytes; the
+  runner's and the job supervisor's CPU (user+system, as a share of one core) and memory (RSS
+  and peak), sampled from /proc, and the size of the job's log on disk (capped at 50 MB by
+  default: ARTBOT_RUNNER_LOG_MAX_BYTES).
+
+Bounded: every wait is capped and the flood stops at --bytes (or --max-seconds). Only 127.0.0.1
+is contacted. Linux only (/proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from runner.client import RunnerClient, RunnerUnavailable
+from runner.schemas import EventType, JobEvent, JobSubmission
+
+TOKEN = "benchmark-token-" + uuid.uuid4().hex
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+QUICK_SCRIPT = "print('hello')\n"
+
+HISTORY_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    steps, interval = int(sys.argv[1]), float(sys.argv[2])
+    folder = Path(".art/bench/models/m1")
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "history.jsonl").open("a") as history:
+        for step in range(1, steps + 1):
+            time.sleep(interval)
+            history.write(json.dumps({"step": step, "train/reward": 0.5, "bench/written_at": time.time()}) + "\\n")
+            history.flush()
+    """
+)
+
+FLOOD_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    total, per_second, width = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    line = b"x" * (width - 1) + b"\\n"
+    batch = max(1, per_second // 100)  # 100 writes a second, paced
+    out = sys.stdout.buffer
+    written, start, sent = 0, time.monotonic(), 0
+    while written < total:
+        out.write(line * batch)
+        out.flush()
+        written += width * batch
+        sent += batch
+        ahead = sent / per_second - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    """
+)
+
+
+def parse_bytes(text: str) -> int:
+    """'50M', '1G', '200000' -> bytes."""
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    text = text.strip().upper().removesuffix("B")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class ProcSample:
+    cpu_s: float
+    rss_kb: int
+    peak_kb: int
+
+
+def sample(pid: int) -> ProcSample | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    values = {
+        line.split(":")[0]: line.split()[1]
+        for line in status.splitlines()
+        if line.startswith(("VmRSS", "VmHWM"))
+    }
+    return ProcSample(cpu, int(values.get("VmRSS", 0)), int(values.get("VmHWM", 0)))
+
+
+def quantiles(values: list[float]) -> str:
+    if not values:
+        return "no samples"
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return (
+        f"median {statistics.median(ordered) * 1000:7.1f} ms   p95 {p95 * 1000:7.1f} ms   "
+        f"max {ordered[-1] * 1000:7.1f} ms   (n={len(ordered)})"
+    )
+
+
+def submit(client: RunnerClient, script: str, args: list[str], backend: str = "serverless") -> str:
+    job = client.submit(
+        JobSubmission(
+            script=script, idempotency_key=f"bench-{uuid.uuid4().hex}", args=args, backend=backend
+        )  # type: ignore[arg-type]
+    )
+    return job.id
+
+
+def wait_for(
+    client: RunnerClient, job_id: str, kind: EventType, after: int = 0, limit_s: float = 60
+) -> tuple[JobEvent, float]:
+    """The first `kind` event after `after`, and when this process saw it."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        page = client.events(job_id, after=after, wait=10)
+        seen = time.time()
+        for event in page.events:
+            if event.type is kind:
+                return event, seen
+        after = page.next_after
+        if page.finished:
+            break
+    raise RuntimeError(f"no {kind.value} event for job {job_id}")
+
+
+def measure_start(client: RunnerClient, jobs: int) -> None:
+    client_side: list[float] = []
+    server_side: list[float] = []
+    for _ in range(jobs):
+        began = time.time()
+        job_id = submit(client, QUICK_SCRIPT, [])
+        started, seen = wait_for(client, job_id, EventType.started)
+        client_side.append(seen - began)
+        server_side.append((started.at - client.job(job_id).created_at).total_seconds())
+        wait_for(client, job_id, EventType.succeeded)
+    print(f"submit -> running (client sees `started`): {quantiles(client_side)}")
+    print(f"submit -> running (runner's own clock):   {quantiles(server_side)}")
+
+
+def measure_events(client: RunnerClient, steps: int, interval: float) -> None:
+    job_id = submit(client, HISTORY_SCRIPT, [str(steps), str(interval)])
+    latencies: list[float] = []
+    after = 0
+    deadline = time.monotonic() + steps * interval + 60
+    while time.monotonic() < deadline:
+        page = client.events(job_id, after=after, wait=10)
+        now = time.time()
+        for event in page.events:
+            if event.type is EventType.step:
+                latencies.append(now - float(event.data["bench/written_at"]))
+        after = page.next_after
+        if page.finished:
+            break
+    print(f"history.jsonl line -> event through the long-poll: {quantiles(latencies)}")
+
+
+def measure_flood(
+    client: RunnerClient,
+    runner_pid: int,
+    total: int,
+    per_second: int,
+    width: int,
+    max_s: float,
+    workdir: Path,
+) -> None:
+    job_id = submit(client, FLOOD_SCRIPT, [str(total), str(per_second), str(width)])
+    started, _ = wait_for(client, job_id, EventType.started)
+    supervisor = int(started.data["pid"])
+    runner_before = sample(runner_pid)
+    assert runner_before is not None
+    began = time.monotonic()
+    runner_samples: list[ProcSample] = []
+    supervisor_samples: list[ProcSample] = []
+    while time.monotonic() - began < max_s:
+        job = client.job(job_id)
+        for pid, samples in ((runner_pid, runner_samples), (supervisor, supervisor_samples)):
+            current = sample(pid)
+            if current is not None and current.rss_kb > 0:  # a zombie has no memory left
+                samples.append(current)
+        if job.state.finished:
+            break
+        time.sleep(0.5)
+    else:
+        client.cancel(job_id)
+        print(f"(stopped the flood after --max-seconds {max_s:g})")
+    elapsed = time.monotonic() - began
+    runner_after = runner_samples[-1] if runner_samples else runner_before
+    supervisor_last = supervisor_samples[-1] if supervisor_samples else None
+    folder = workdir / job_id / ".runner"
+    kept = sum(p.stat().st_size for p in folder.glob("output.*") if p.name != "output.dropped")
+    status_file = folder / "exit.json"
+    status = json.loads(status_file.read_text()) if status_file.exists() else {}
+    printed = status.get("output_bytes", 0)
+    print(
+        f"output flood: {printed / 1e6:.1f} MB in {elapsed:.1f} s ({per_second} lines/s of {width} bytes); "
+        f"log on disk {kept / 1e6:.1f} MB"
+    )
+    print(
+        f"  runner:     CPU {100 * (runner_after.cpu_s - runner_before.cpu_s) / elapsed:5.1f}% of a core   "
+        f"RSS {runner_before.rss_kb / 1024:.1f} -> {runner_after.rss_kb / 1024:.1f} MB (peak {runner_after.peak_kb / 1024:.1f} MB)"
+    )
+    if supervisor_last is not None:
+        peak = status.get("supervisor_max_rss_kb") or supervisor_last.peak_kb
+        print(
+            f"  supervisor: CPU {100 * supervisor_last.cpu_s / elapsed:5.1f}% of a core   "
+            f"RSS {supervisor_last.rss_kb / 1024:.1f} MB (peak {peak / 1024:.1f} MB)"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=10, help="jobs for the submit -> running latency"
+    )
+    parser.add_argument("--steps", type=int, default=20, help="history lines for the event latency")
+    parser.add_argument("--step-interval", type=float, default=0.2)
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=0.5,
+        help="the runner's ARTBOT_RUNNER_POLL_INTERVAL_S",
+    )
+    parser.add_argument("--bytes", default="50M", help="how much the flooding job prints (e.g. 1G)")
+    parser.add_argument("--lines-per-second", type=int, default=10_000)
+    parser.add_argument("--line-bytes", type=int, default=500)
+    parser.add_argument(
+        "--max-seconds", type=float, default=600, help="stop the flood after this long"
+    )
+    args = parser.parse_args(argv)
+    total = parse_bytes(args.bytes)
+
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
+        root = Path(tmp)
+        port = free_port()
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("ARTBOT_RUNNER_")},
+            "ARTBOT_RUNNER_TOKEN": TOKEN,
+            "ARTBOT_RUNNER_DATABASE_URL": f"sqlite:///{root / 'runner.db'}",
+            "ARTBOT_RUNNER_WORKDIR": str(root / "jobs"),
+            "ARTBOT_RUNNER_GPU_SLOTS": "0,1",
+            "ARTBOT_RUNNER_COMMAND": "{python} {script}",
+            "ARTBOT_RUNNER_POLL_INTERVAL_S": str(args.poll_interval),
+            "ARTBOT_RUNNER_NVIDIA_SMI": str(root / "no-nvidia-smi"),
+        }
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"import sys; from runner.serve import serve; sys.exit(serve(port={port}))",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(root / "runner.log", "wb"),  # noqa: SIM115 - lives as long as the runner
+        )
+        client = RunnerClient(f"http://127.0.0.1:{port}", TOKEN, timeout=10)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    client.health()
+                    break
+                except RunnerUnavailable:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        print((root / "runner.log").read_text()[-3000:], file=sys.stderr)
+                        return 1
+                    time.sleep(0.1)
+            print(
+                f"runner pid {server.pid} on 127.0.0.1:{port}, poll interval {args.poll_interval:g} s, {os.cpu_count()} CPUs"
+            )
+            measure_start(client, args.jobs)
+            measure_events(client, args.steps, args.step_interval)
+            measure_flood(
+                client,
+                server.pid,
+                total,
+                args.lines_per_second,
+                args.line_bytes,
+                args.max_seconds,
+                root / "jobs",
+            )
+        finally:
+            client.close()
+            server.terminate()
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
