@@ -10,9 +10,8 @@ where the conversation stands; `expired_at` says that the store stopped offering
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,10 +34,10 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import URL, CursorResult, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.orm import Session as OrmSession
 
+from artbot.sql_store import SqlStore, utc_now
 from flows.flow import Flow
 from flows.session import Session
 from flows.train_rl import TRAIN_RL
@@ -239,7 +238,7 @@ def create_database_engine(url: str | None = None) -> Engine:
 # ---- the store ---------------------------------------------------------------------------
 
 
-class SessionStore:
+class SessionStore(SqlStore):
     """Sessions by SessionKey. Each method is one transaction; none holds a lock between calls."""
 
     def __init__(
@@ -247,24 +246,16 @@ class SessionStore:
         engine: Engine,
         *,
         flows: Mapping[str, Flow] = DEFAULT_FLOWS,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = utc_now,
         schema: str | None = None,
     ) -> None:
-        # A schema (PostgreSQL) keeps several stores, or test runs, apart in one database.
-        self._engine = (
-            engine.execution_options(schema_translate_map={None: schema}) if schema else engine
-        )
+        super().__init__(engine, metadata, clock=clock, schema=schema)
         self._flows = flows
-        self._clock = clock
-        self._tables_ready = False
 
     @classmethod
     def open(cls, url: str | None = None, **options: Any) -> SessionStore:
         """A store on `url`, or on the default SQLite file."""
         return cls(create_database_engine(url), **options)
-
-    def close(self) -> None:
-        self._engine.dispose()
 
     # -- reading --
 
@@ -380,24 +371,6 @@ class SessionStore:
             return _rowcount(result) == 1
 
     # -- internals --
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[OrmSession]:
-        """The one place a transaction begins and ends: commit on success, roll back on error."""
-        self._ensure_tables()
-        with OrmSession(self._engine, expire_on_commit=False) as orm, orm.begin():
-            yield orm
-
-    def _ensure_tables(self) -> None:
-        if self._tables_ready:
-            return
-        try:
-            metadata.create_all(self._engine)
-        except (OperationalError, ProgrammingError, IntegrityError):
-            # Two processes starting at once both see no table and both create it; the loser
-            # fails. Checking again finds the winner's table.
-            metadata.create_all(self._engine)
-        self._tables_ready = True
 
     def _open_step(self, session: Session) -> str | None:
         flow = self._flows.get(session.flow)

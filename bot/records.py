@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, Index, Integer, String, Text, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.orm import Session as OrmSession
 
 from artbot.session_store import KEY_PART_MAX, SessionKey, UTCDateTime
+from artbot.sql_store import SqlStore, utc_now
 
 
 class Base(DeclarativeBase):
@@ -123,26 +122,11 @@ def script_digest(script: str) -> str:
     return hashlib.sha256(script.encode()).hexdigest()
 
 
-class BotRecords:
+class BotRecords(SqlStore):
     """The bot's own tables, on the sessions' database. Each method is one transaction."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        schema: str | None = None,
-    ) -> None:
-        self._engine = (
-            engine.execution_options(schema_translate_map={None: schema}) if schema else engine
-        )
-        self._clock = clock
-        Base.metadata.create_all(self._engine)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[OrmSession]:
-        with OrmSession(self._engine) as orm, orm.begin():
-            yield orm
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None) -> None:
+        super().__init__(engine, Base.metadata, clock=clock, schema=schema)
 
     # -- deliveries --
 

@@ -6,16 +6,15 @@ The cursor lives here so that a restarted bot resumes following each job where i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session as OrmSession
 
 from artbot.session_store import SessionKey
+from artbot.sql_store import SqlStore, utc_now
 from bot.records import Base, RunRow
 
 ACTIVE_STATES = ("submitting", "waiting_for_runner", "queued", "starting", "running")
@@ -53,24 +52,11 @@ class Run:
         return self.state in ACTIVE_STATES
 
 
-class RunStore:
+class RunStore(SqlStore):
     """Runs, on the bot's database. Each method is one transaction."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        schema: str | None = None,
-    ) -> None:
-        self._engine = engine.execution_options(schema_translate_map={None: schema}) if schema else engine
-        self._clock = clock
-        Base.metadata.create_all(self._engine)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[OrmSession]:
-        with OrmSession(self._engine) as orm, orm.begin():
-            yield orm
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None) -> None:
+        super().__init__(engine, Base.metadata, clock=clock, schema=schema)
 
     def create(
         self,
@@ -151,8 +137,6 @@ class RunStore:
             ).all()
             return [_run(row) for row in rows]
 
-    def now(self) -> datetime:
-        return self._clock()
 
 
 def _run(row: RunRow) -> Run:
