@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner import supervise
-from runner.failures import stale_gpu_failure
+from runner.failures import make_failure, stale_gpu_failure
 from runner.gpu import GpuInfo
 from runner.processes import JOB_MARKER_ENV, is_alive, process_start_id
 from runner.schemas import Failure, FailureKind
@@ -168,7 +168,7 @@ def preflight(check: PreflightInput) -> Failure | None:
     missing = [name for name in check.required_env if not check.env.get(name)]
     if missing:
         listed = ", ".join(missing)
-        return Failure(
+        return make_failure(
             kind=FailureKind.missing_env,
             summary=f"The job needs {listed}, which the runner does not pass to jobs.",
             fix=(
@@ -177,7 +177,7 @@ def preflight(check: PreflightInput) -> Failure | None:
             ),
         )
     if shutil.which(check.command[0], path=check.env.get("PATH")) is None:
-        return Failure(
+        return make_failure(
             kind=FailureKind.preflight,
             summary=f"The runner cannot find `{check.command[0]}` to run the script.",
             fix="Install it on the runner host (uv: https://docs.astral.sh/uv/) or change ARTBOT_RUNNER_COMMAND.",
@@ -185,7 +185,7 @@ def preflight(check: PreflightInput) -> Failure | None:
     if check.backend != "local":
         return None
     if not check.gpus:
-        return Failure(
+        return make_failure(
             kind=FailureKind.preflight,
             summary="This runner has no GPU for a LocalBackend job.",
             fix=(
@@ -198,7 +198,7 @@ def preflight(check: PreflightInput) -> Failure | None:
     by_index = {gpu.index: gpu for gpu in check.snapshot}
     absent = [gpu for gpu in check.gpus if gpu not in by_index]
     if absent:
-        return Failure(
+        return make_failure(
             kind=FailureKind.preflight,
             summary=f"nvidia-smi does not list GPU {absent[0]}, which the runner assigned to the job.",
             fix="Check ARTBOT_RUNNER_GPU_SLOTS against `nvidia-smi -L` on the runner host.",
@@ -211,7 +211,7 @@ def preflight(check: PreflightInput) -> Failure | None:
             gpu = by_index[index]
             need = gpu.memory_total_mib * check.memory_fraction
             if gpu.memory_free_mib < need:
-                return Failure(
+                return make_failure(
                     kind=FailureKind.preflight,
                     summary=(
                         f"GPU {index} has {gpu.memory_free_mib} MiB free of {gpu.memory_total_mib} MiB; "

@@ -18,6 +18,7 @@ from runner.gpu import GpuInfo
 from runner.schemas import Failure, FailureKind, FixAction
 
 EXCERPT_CHARS = 4_000
+SUMMARY_CHARS = 2_000
 STALE_PROCESS_MIB = 512  # memory held on a job's GPU before it started that counts as stale
 
 
@@ -73,6 +74,28 @@ def last_traceback(log_text: str) -> TracebackInfo | None:
         exception = stripped  # the first unindented line after the frames
         break
     return TracebackInfo(tuple(frames), exception, "\n".join(kept))
+
+
+def make_failure(
+    kind: FailureKind,
+    summary: str,
+    fix: str = "",
+    fix_action: FixAction | None = None,
+    log_excerpt: str = "",
+) -> Failure:
+    """A Failure with every text clipped to the schema's limits (an exception message, a
+    process name, a log line can be any length; a Failure that cannot be built helps no one)."""
+    return Failure(
+        kind=kind,
+        summary=_clip(summary, SUMMARY_CHARS),
+        fix=_clip(fix, SUMMARY_CHARS),
+        fix_action=fix_action,
+        log_excerpt=log_excerpt[-EXCERPT_CHARS:],
+    )
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -133,7 +156,7 @@ def stale_gpu_failure(
         f"pid {pid} ({name or '?'}, {mib} MiB on GPU {gpu})" for gpu, pid, mib, name in held[:8]
     )
     pids = " ".join(str(pid) for _, pid, _, _ in held[:8])
-    return Failure(
+    return make_failure(
         kind=FailureKind.stale_gpu_memory,
         summary=f"GPU memory is held by other processes that were there before the job started: {listed}.",
         fix=(
@@ -152,7 +175,7 @@ def _oom(log_text: str, gpus: Sequence[GpuInfo], ctx: FailureContext) -> Failure
     stale = stale_gpu_failure(gpus, ctx.job_gpus, line or _last_lines(log_text))
     if stale is not None:
         return stale
-    return Failure(
+    return make_failure(
         kind=FailureKind.cuda_oom,
         summary="The GPU ran out of memory (CUDA out of memory).",
         fix=(
@@ -175,7 +198,7 @@ def _missing_env(log_text: str) -> Failure | None:
     if not names:
         return None
     listed = ", ".join(name for name, _ in names)
-    return Failure(
+    return make_failure(
         kind=FailureKind.missing_env,
         summary=f"The script needs environment variables the job did not have: {listed}.",
         fix=(
@@ -192,7 +215,7 @@ def _dependency_install(log_text: str, ctx: FailureContext) -> Failure | None:
         return None
     lines = [m.group(0).rstrip() for m in _UV_LINE.finditer(log_text)]
     excerpt = "\n".join(lines[:40]) or _last_lines(log_text)
-    return Failure(
+    return make_failure(
         kind=FailureKind.dependency_install,
         summary="Installing the script's dependencies failed (uv could not resolve or download them).",
         fix=(
@@ -212,7 +235,7 @@ def _import_error(tb: TracebackInfo | None, ctx: FailureContext) -> Failure | No
         return None
     module = _NO_MODULE.search(match.group(1))
     what = f"the module `{module.group(1)}`" if module else "a name it imports"
-    return Failure(
+    return make_failure(
         kind=FailureKind.import_error,
         summary=f"The script could not import {what}: {tb.exception}",
         fix=(
@@ -248,7 +271,7 @@ def _user_code(tb: TracebackInfo | None, ctx: FailureContext) -> Failure | None:
                 script_frames.append(frame_lines[index + 1])
     excerpt = "\n".join([*script_frames[-8:], tb.exception])
     resume = ctx.has_checkpoints
-    return Failure(
+    return make_failure(
         kind=FailureKind.user_code,
         summary=f"The script raised {tb.exception or 'an exception'} in {where}.",
         fix=(
@@ -262,7 +285,7 @@ def _user_code(tb: TracebackInfo | None, ctx: FailureContext) -> Failure | None:
 
 def _timeout(ctx: FailureContext) -> Failure:
     limit = f" of {ctx.max_runtime_s:g} s" if ctx.max_runtime_s else ""
-    return Failure(
+    return make_failure(
         kind=FailureKind.timeout,
         summary=f"The job ran past the runner's maximum runtime{limit} and was stopped.",
         fix=(
@@ -292,7 +315,7 @@ def _unknown(exit_code: int | None, log_text: str, tb: TracebackInfo | None) -> 
         last = next((line.strip() for line in reversed(log_text.splitlines()) if line.strip()), "")
         code = "an unknown status" if exit_code is None else f"exit code {exit_code}"
         summary = f"The job ended with {code}" + (f": {last}" if last else ".")
-    return Failure(
+    return make_failure(
         kind=FailureKind.unknown,
         summary=summary[:2_000],
         fix="Read the log excerpt (or the whole log from the runner) for the cause, fix it and run the job again.",

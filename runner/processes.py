@@ -109,7 +109,7 @@ def terminate_job(
     job_id: str,
     grace_s: float,
     *,
-    poll_s: float = 0.05,
+    poll_s: float = 0.1,
     reap: Callable[[], object] | None = None,
 ) -> bool:
     """SIGTERM every process of the job, wait up to `grace_s`, then SIGKILL what is left.

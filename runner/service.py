@@ -33,7 +33,7 @@ from runner.errors import (
     SubmissionTooLarge,
 )
 from runner.executor import JobProcess, PreflightInput
-from runner.failures import FailureContext, classify_failure
+from runner.failures import FailureContext, classify_failure, make_failure
 from runner.gpu import GpuInfo, GpuProbe, GpuProcess, default_slots
 from runner.logfile import OutputFollower, read_excerpt, read_tail
 from runner.processes import terminate_job
@@ -494,13 +494,24 @@ class JobService:
             left_running = self._follow(job_id, active, active.process, snapshot)
         except Exception as error:
             log.exception("job %s: the runner failed while running it", job_id)
+            self._fail_after_runner_error(job_id, active, error)
+        finally:
+            if not left_running:
+                self._release(job_id)
+
+    def _fail_after_runner_error(self, job_id: str, active: _Active, error: Exception) -> None:
+        """Stop and fail a job whose monitor broke; never raises (the job must not stay running)."""
+        try:
             if active.process is not None:
                 terminate_job(
                     active.process.pid, job_id, LEFTOVER_GRACE_S, reap=active.process.reap
                 )
             failure = Failure(
                 kind=FailureKind.unknown,
-                summary=f"The runner failed while running the job: {error}"[:2000],
+                summary=f"The runner failed while running the job: {type(error).__name__}: {error}"[
+                    :2000
+                ],
+                fix="Tell the runner's operator (the runner's log has the details), then run the job again.",
             )
             self._finish(
                 job_id,
@@ -508,9 +519,8 @@ class JobService:
                 (EventType.failed, failure.model_dump(mode="json")),
                 failure=failure,
             )
-        finally:
-            if not left_running:
-                self._release(job_id)
+        except Exception:
+            log.exception("job %s: could not record the runner's failure either", job_id)
 
     def _start(self, job_id: str, active: _Active) -> tuple[JobProcess, list[GpuInfo]] | None:
         """Prepare the folder, check, and launch; None when the job ended before it ran."""
@@ -716,7 +726,7 @@ class JobService:
         if outcome == "exited" and status is None and not completion.complete:
             # The supervisor was killed before it could record the exit status (killed from
             # outside, or while no runner watched): without the script's end banner, a failure.
-            failure = Failure(
+            failure = make_failure(
                 kind=FailureKind.unknown,
                 summary=(
                     "The job's processes ended without recording an exit status (killed from outside the runner?)"

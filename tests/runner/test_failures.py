@@ -475,3 +475,29 @@ def test_preflight_checks_free_gpu_memory_against_what_the_script_asks(
     assert "GPU 0 has 41559 MiB free" in low.summary
     job_id = runner.submit("train_ok.py", args=["--gpu-memory-utilization=0.3"])
     assert runner.follow(job_id)[-1].type is EventType.succeeded
+
+
+def test_long_messages_are_clipped_to_the_schema() -> None:
+    huge = SCRIPT_TRACEBACK.replace("division by zero", "x" * 50_000)
+    failure = classify_failure(1, huge, [], FailureContext())
+    assert failure.kind is FailureKind.user_code
+    assert len(failure.summary) <= 2_000 and failure.summary.endswith("\u2026")
+    many = [gpu(0, *(GpuProcess(1000 + i, "p" * 3000, 600) for i in range(20)))]
+    stale = classify_failure(1, "CUDA out of memory\n", many, FailureContext(job_gpus=[0]))
+    assert stale.kind is FailureKind.stale_gpu_memory
+    assert len(stale.summary) <= 2_000
+
+
+def test_a_runner_bug_while_settling_fails_the_job_instead_of_leaving_it_running(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner import service
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("classifier bug")
+
+    monkeypatch.setattr(service, "classify_failure", broken)
+    failure = _failure(runner, runner.submit("cuda_oom.py"))
+    assert failure.kind is FailureKind.unknown
+    assert "RuntimeError: classifier bug" in failure.summary
+    assert runner.client.health().free_slots == 2
