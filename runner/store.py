@@ -12,13 +12,12 @@ start, or both finish, one job.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -32,11 +31,12 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import CursorResult, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.orm import Session as OrmSession
 
 from artbot.session_store import UTCDateTime, create_database_engine
+from artbot.sql_store import SqlStore, utc_now
 from runner.errors import IdempotencyConflict
 from runner.schemas import EventType, Failure, JobEvent, JobState, JobSubmission
 
@@ -188,21 +188,17 @@ Finish = tuple[EventType, dict[str, Any]]
 # ---- the store --------------------------------------------------------------------------------
 
 
-class JobStore:
-    """Jobs by id. Each method is one transaction."""
+class JobStore(SqlStore):
+    """Jobs by id. Each method is one transaction (SqlStore's plumbing, like artbot's other stores)."""
 
     def __init__(
         self,
         engine: Engine,
         *,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = utc_now,
         schema: str | None = None,
     ) -> None:
-        self._engine = (
-            engine.execution_options(schema_translate_map={None: schema}) if schema else engine
-        )
-        self._clock = clock
-        self._tables_ready = False
+        super().__init__(engine, metadata, clock=clock, schema=schema)
         self._last_created: datetime | None = None
         self._created_lock = threading.Lock()
 
@@ -210,12 +206,6 @@ class JobStore:
     def open(cls, url: str | None = None, **options: Any) -> JobStore:
         """A store on `url` (SQLite file or PostgreSQL)."""
         return cls(create_database_engine(url), **options)
-
-    def close(self) -> None:
-        self._engine.dispose()
-
-    def now(self) -> datetime:
-        return self._clock()
 
     # -- jobs --
 
@@ -422,20 +412,3 @@ class JobStore:
                 now = self._last_created + timedelta(microseconds=1)
             self._last_created = now
             return now
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[OrmSession]:
-        """The one place a transaction begins and ends: commit on success, roll back on error."""
-        self._ensure_tables()
-        with OrmSession(self._engine, expire_on_commit=False) as orm, orm.begin():
-            yield orm
-
-    def _ensure_tables(self) -> None:
-        if self._tables_ready:
-            return
-        try:
-            metadata.create_all(self._engine)
-        except (OperationalError, ProgrammingError, IntegrityError):
-            # Two processes starting at once both see no table; the loser finds the winner's.
-            metadata.create_all(self._engine)
-        self._tables_ready = True
