@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import uvicorn
@@ -62,17 +64,37 @@ def serve(host: str | None = None, port: int | None = None) -> int:
         _safe_url(settings.resolved_database_url),
     )
     try:
-        uvicorn.run(
+        config = uvicorn.Config(
             wrap(create_app(service, settings.token.get_secret_value())),
             host=host,
             port=port,
             log_level="info",
             timeout_graceful_shutdown=5,
         )
+        _GracefulServer(config).run()
     finally:
         service.stop()
         service.store.close()
     return EXIT_OK
+
+
+class _GracefulServer(uvicorn.Server):
+    """uvicorn's server, minus re-raising SIGTERM/SIGINT once it has shut down: that would kill
+    the process before the runner stops its threads and closes its database."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {
+            sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _safe_url(url: str) -> str:
