@@ -157,3 +157,51 @@ def test_queued_jobs_and_jobs_never_launched_start_after_a_restart(
     runner = make_runner(root=settings_root)
     assert runner.follow(queued.id)[-1].type is EventType.succeeded
     assert runner.follow(taken.id)[-1].type is EventType.succeeded
+
+
+def _kill_supervisor_of_reattached(
+    make_runner: RunnerFactory, args: list[str], wait_for_text: str
+) -> tuple[Runner, str]:
+    """A job re-attached by a second runner whose supervisor is then SIGKILLed (no exit.json)."""
+    first = make_runner()
+    job_id = first.submit("train_ok.py", args=args)
+    first.wait_state(job_id, JobState.running)
+    supervisor = first.client.events(job_id).events[1].data["pid"]
+    second = _restart(make_runner, first)
+    deadline = time.monotonic() + 20
+    while wait_for_text not in second.client.log(job_id, 100_000).text:
+        assert time.monotonic() < deadline, f"{wait_for_text!r} never printed"
+        time.sleep(0.02)
+    os.kill(supervisor, signal.SIGKILL)  # only the supervisor: it cannot record the exit
+    return second, job_id
+
+
+def test_a_reattached_job_whose_supervisor_died_after_the_banner_succeeded(
+    make_runner: RunnerFactory,
+) -> None:
+    runner, job_id = _kill_supervisor_of_reattached(
+        make_runner, ["--steps", "2", "--delay", "0.01", "--linger", "30"], "cuda visible"
+    )
+    events = runner.follow(job_id)
+    assert events[-1].type is EventType.succeeded
+    assert events[-1].data == {
+        "model": "m1@2",
+        "inference_url": "http://127.0.0.1:8000/v1/",
+        "step": 2,
+    }
+    job = runner.client.job(job_id)
+    assert job.exit_code is None  # unknowable: nobody recorded it
+    assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []  # the lingering script too
+
+
+def test_a_reattached_job_whose_supervisor_died_mid_run_failed(make_runner: RunnerFactory) -> None:
+    runner, job_id = _kill_supervisor_of_reattached(
+        make_runner,
+        ["--steps", "3", "--delay", "0.01", "--pause-after", "1", "--wait-for", "go"],
+        "step 1",
+    )
+    events = runner.follow(job_id)
+    assert events[-1].type is EventType.failed
+    assert "without recording an exit status" in events[-1].data["summary"]
+    assert "last step reported was 1" in events[-1].data["summary"]
+    assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []

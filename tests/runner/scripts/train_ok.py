@@ -21,6 +21,7 @@ parser.add_argument(
     "--wait-for", default=None, help="a file to wait for before the steps after --pause-after"
 )
 parser.add_argument("--pause-after", type=int, default=0)
+parser.add_argument("--linger", type=float, default=0, help="seconds to stay after the banner")
 parser.add_argument("--exit-code", type=int, default=0)
 args, _unknown = parser.parse_known_args()
 
@@ -75,4 +76,5 @@ print("  Base model:     OpenPipe/Qwen3-14B-Instruct")
 print(f"  Training step:  {start + args.steps}")
 print("  Inference URL:  http://127.0.0.1:8000/v1/")
 print("=" * 60)
-print("cuda visible:", os.environ.get("CUDA_VISIBLE_DEVICES"))
+print("cuda visible:", os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+time.sleep(args.linger)
