@@ -160,7 +160,8 @@ class JobService:
         self._slot_owner: dict[int, str] = {}
         self._active: dict[str, _Active] = {}
         self._wake = threading.Condition()
-        self._stopping = threading.Event()
+        self._closing = threading.Event()  # no more starts
+        self._stopping = threading.Event()  # monitors stop following (jobs go on)
         self._scheduler: threading.Thread | None = None
 
     # -- lifecycle --
@@ -176,7 +177,13 @@ class JobService:
 
     def stop(self, *, cancel_jobs: bool = False, timeout_s: float = 10.0) -> None:
         """Stop scheduling and following. Jobs keep running (the next runner re-attaches them)
-        unless `cancel_jobs`, which stops them as a cancel does."""
+        unless `cancel_jobs`, which stops them as a cancel does. Queued jobs stay queued."""
+        # The scheduler first: a slot freed by a cancel below must not start the next job.
+        self._closing.set()
+        with self._wake:
+            self._wake.notify_all()
+        if self._scheduler is not None:
+            self._scheduler.join(timeout_s)
         if cancel_jobs:
             with self._lock:
                 active = list(self._active)
@@ -186,13 +193,9 @@ class JobService:
             deadline = time.monotonic() + timeout_s + self.settings.cancel_grace_s
             for thread in self._threads():
                 thread.join(max(0.0, deadline - time.monotonic()))
-        self._stopping.set()
-        with self._wake:
-            self._wake.notify_all()
+        self._stopping.set()  # monitors still following a job leave it running
         for thread in self._threads():
             thread.join(timeout_s)
-        if self._scheduler is not None:
-            self._scheduler.join(timeout_s)
 
     def _threads(self) -> list[threading.Thread]:
         with self._lock:
@@ -410,14 +413,14 @@ class JobService:
             self._wake.notify_all()
 
     def _schedule_loop(self) -> None:
-        while not self._stopping.is_set():
+        while not self._closing.is_set():
             try:
                 self._schedule_once()
             except Exception:
                 log.exception("scheduling failed")
             with self._wake:
                 # Checked under the lock: a stop() that notified just before is not missed.
-                if not self._stopping.is_set():
+                if not self._closing.is_set():
                     self._wake.wait(timeout=1.0)
 
     def _schedule_once(self) -> None:
@@ -430,7 +433,7 @@ class JobService:
             job.run_dir for job in self.store.in_states([JobState.starting, JobState.running])
         }
         for record in self.store.in_states([JobState.queued]):
-            if self._stopping.is_set():
+            if self._closing.is_set():
                 return
             if record.run_dir in busy_dirs:
                 continue  # two resumes of one job raced past submit's check: one at a time

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from runner.schemas import MAX_SCRIPT_BYTES, JobState
-from tests.runner.conftest import TOKEN, Runner, script_text, submission
+from tests.runner.conftest import TOKEN, Runner, processes_with_env, script_text, submission
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -155,3 +155,12 @@ def test_script_is_stored_with_its_hash(runner: Runner) -> None:
     job = runner.client.job(runner.submit("gate.py", metadata={"channel": "C1", "thread": "1.2"}))
     assert job.script_sha256 == hashlib.sha256(script_text("gate.py").encode()).hexdigest()
     assert job.metadata == {"channel": "C1", "thread": "1.2"}
+
+
+def test_stopping_the_runner_with_cancel_starts_nothing_new(runner: Runner) -> None:
+    jobs = [runner.submit("gate.py") for _ in range(4)]
+    runner.wait_state(jobs[0], JobState.running)
+    runner.wait_state(jobs[1], JobState.running)
+    runner.stop(cancel_jobs=True)
+    for job_id in jobs:
+        assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []
