@@ -38,7 +38,7 @@ ENV PYTHONUNBUFFERED=1 \
     UV_PYTHON_INSTALL_DIR=/opt/uv-python \
     PATH=/opt/artbot/.venv/bin:/opt/uv/bin:$PATH
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates tini \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir uv \
     && useradd --create-home --uid 10001 artbot
@@ -49,7 +49,10 @@ RUN uv sync --locked --no-dev && chown -R artbot:artbot /opt/artbot /opt/uv-pyth
 USER artbot
 WORKDIR /home/artbot
 ENV XDG_DATA_HOME=/home/artbot/data \
-    UV_CACHE_DIR=/home/artbot/.cache/uv
+    UV_CACHE_DIR=/home/artbot/.cache/uv \
+    ARTBOT_RUNNER_HOST=0.0.0.0 \
+    ARTBOT_RUNNER_PORT=8080
 EXPOSE 8080
-ENTRYPOINT ["artbot"]
+# tini is PID 1: it reaps the orphans a training job leaves, which the runner must not collect.
+ENTRYPOINT ["tini", "--", "artbot"]
 CMD ["runner", "serve"]

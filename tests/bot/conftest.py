@@ -80,8 +80,12 @@ class Bot:
     fake: FakeSlack
     settings: BotSettings
     executor: ThreadPoolExecutor
+    http_url: str | None = None
+    """When set, requests go over real HTTP to `artbot serve`'s server instead of app.dispatch."""
 
     def dispatch(self, request: SignedRequest) -> int:
+        if self.http_url is not None:
+            return request.post(self.http_url).status
         response = self.app.dispatch(request.as_bolt_request())
         return response.status
 

@@ -53,8 +53,18 @@ def answer_single_turn_ruler(user: SlackUser) -> None:
     user.click("Epochs over the fixed dataset")
 
 
-def test_a_full_wizard_ends_with_the_checked_script_in_the_thread(make_bot: BotFactory, fake: FakeSlack) -> None:
-    user = SlackUser(make_bot())
+@pytest.fixture(params=["dispatch", "http"])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_a_full_wizard_ends_with_the_checked_script_in_the_thread(make_bot: BotFactory, fake: FakeSlack, transport: str) -> None:
+    bot = make_bot()
+    if transport == "http":  # every request signed and POSTed to the real server, as Slack does
+        server = make_http_server(bot.app, "127.0.0.1", 0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        bot.http_url = f"http://127.0.0.1:{server.server_port}/slack/events"
+    user = SlackUser(bot)
     thread = user.command()
     parent = fake.message(CHANNEL_ID, thread)
     assert parent is not None and f"<@{USER_ID}>" in parent.text
