@@ -232,12 +232,16 @@ class StandinBackend(Backend):
         self, model: AnyTrainableModel, steps_to_keep: list[int]
     ) -> None:
         model_dir = self._model_dir(model)
-        if not _has_validation(model_dir):
+        # ART adds the best step to `steps_to_keep` only when history.jsonl has the metric it
+        # ranks by; one step alone means the metric was missing (a script without validation
+        # that ranks by train/reward keeps two).
+        if len(steps_to_keep) == 1 and not _has_validation(model_dir):
             self._session.recorder.finding(
                 "delete_without_validation",
                 "warning",
-                "model.delete_checkpoints() ran before any validation was logged (no `val/` "
-                "metric in history.jsonl), so it could only keep the newest checkpoint.",
+                "model.delete_checkpoints() found no value of the metric it ranks checkpoints by "
+                "(val/reward unless best_checkpoint_metric= says otherwise) in history.jsonl, so it "
+                "could only keep the newest checkpoint.",
             )
         delete_checkpoint_dirs(model_dir, steps_to_keep)
 

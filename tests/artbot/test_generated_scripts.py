@@ -98,3 +98,17 @@ def test_a_broken_reward_is_caught_by_the_dry_run(reward_code: dict[str, str], e
     report = dryrun_script(script, workdir=tmp_path / "run")
     assert not report.ok
     assert report.first_error is not None and expected in report.first_error
+
+
+@pytest.mark.slow
+def test_the_dry_run_warns_when_checkpoints_are_ranked_by_a_metric_never_logged(tmp_path: Path) -> None:
+    script = render_script(answers_for("single", "programmatic", "dataset", "local", False))
+    ranked_by_train = tmp_path / "ranked.py"
+    ranked_by_train.write_text(script)
+    by_default = tmp_path / "default.py"
+    by_default.write_text(script.replace('delete_checkpoints(best_checkpoint_metric="train/reward")', "delete_checkpoints()"))
+    assert by_default.read_text() != script
+    quiet = dryrun_script(ranked_by_train, workdir=tmp_path / "a")
+    warned = dryrun_script(by_default, workdir=tmp_path / "b")
+    assert quiet.ok and not any("ranks checkpoints by" in w for w in quiet.warnings)
+    assert warned.ok and any("ranks checkpoints by" in w for w in warned.warnings)
