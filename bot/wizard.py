@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import urllib.error
+import urllib.request
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -258,9 +260,6 @@ def _text(text: str) -> SlackMessage:
 
 def attachment_from_file(client: WebClient, file: Mapping[str, object], max_bytes: int) -> Attachment | str:
     """Download a file a user dropped in the thread (bot token as bearer); an error text otherwise."""
-    import urllib.error
-    import urllib.request
-
     name = str(file.get("name") or "file")
     size = file.get("size")
     if isinstance(size, int) and size > max_bytes:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from flows.conditions import All, Is
 from flows.steps import Answers, AnyStep, Choice, Settings
 from flows.template_files import templates_dir
 
@@ -140,8 +141,6 @@ def _check_read(flow: Flow, step_id: str, read: str, seen: dict[str, int], index
 def _check_reachable(flow: Flow) -> None:
     """A step is unreachable when its condition needs an answer from a step that is never asked,
     or asks one step for two disjoint sets of values at once."""
-    from flows.conditions import All, Is
-
     reachable: set[str] = set()
     for step in flow.steps:
         ok = True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from typing import Any
 
 from flows import validators as v
@@ -535,14 +534,3 @@ def hyperparameters(answers: Answers) -> dict[str, Any]:
 
 def uses_ruler(answers: Answers) -> bool:
     return answers.get("reward") in ("ruler", "custom")
-
-
-def code_names(code: str) -> set[str]:
-    """Top-level names a piece of user code defines (to keep it clear of the template's names)."""
-    names: set[str] = set()
-    for node in ast.parse(code).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names
