@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -20,6 +19,7 @@ from bot.plots import reward_curve_png
 from bot.records import BotRecords, script_digest
 from bot.run_records import Run, RunStore
 from bot.threads import ThreadPoster
+from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventType, Failure, FixAction, JobEvent, JobState, JobSubmission
 
 log = logging.getLogger(__name__)
