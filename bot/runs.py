@@ -90,6 +90,15 @@ class RunService:
             return "Runs cannot be approved in this channel (ARTBOT_RUNNER_CHANNELS)."
         return None
 
+    def already_running(self, key: SessionKey, script: str) -> str | None:
+        """Why approving `script` again would duplicate a run in progress, or None."""
+        digest = script_digest(script)
+        for run in self.runs.for_thread(key):
+            if run.active and run.script_sha256 == digest:
+                job = f" (job `{run.job_id}`)" if run.job_id else ""
+                return f"This script is already approved and {run.state.replace('_', ' ')}{job}."
+        return None
+
     def approve(
         self,
         slack: WebClient,

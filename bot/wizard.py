@@ -198,7 +198,8 @@ class WizardService:
                 return
             self.results.deliver(client, key, stored.session.answers)
         elif action == "result_approve":
-            self._approve(client, key, stored, user)
+            with self._locks.hold(key):  # two quick clicks must not start two GPU jobs
+                self._approve(client, key, stored, user)
 
     def _approve(self, client: WebClient, key: SessionKey, stored: StoredSession, user: str) -> None:
         if stored.session.status != "complete":
@@ -210,7 +211,7 @@ class WizardService:
             return
         path, script = latest
         if self.runs is not None:
-            refusal = self.runs.may_approve(key, user, stored.owner)
+            refusal = self.runs.may_approve(key, user, stored.owner) or self.runs.already_running(key, script)
             if refusal:
                 self.poster.ephemeral(client, key, user, refusal)
                 return

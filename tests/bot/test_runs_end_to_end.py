@@ -174,3 +174,22 @@ def test_a_bot_restart_mid_run_resumes_from_its_cursor_without_repeating(
 
     restarted.bot.dispatch(slash_command(text="runs", user_id=USER_ID, response_url=fake.response_url()))
     fake.wait_for(lambda f: any("Your training runs (1)" in str(r) for r in f.responses()))
+
+
+def test_a_double_click_on_approve_starts_one_job(make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory) -> None:
+    host = make_runner(environ=job_environ(OPENAI_API_KEY="sk-test-not-real"), command=f"{{python}} {STAND_IN} --mode slow {{script}}")
+    user = finished_wizard(make_bot, fake, host.base_url)
+    message = next(m for m in reversed(user.bot_messages()) if m.text.startswith("What next?"))
+    element = next(e for b in message.blocks or [] if b["type"] == "actions" for e in b["elements"] if e["action_id"] == "result_approve")
+    from tests.fakes.slack_requests import block_actions
+
+    clicks = [
+        block_actions("result_approve", element["value"], message_ts=message.ts, user_id=USER_ID, channel_id=user.channel, message=message.to_slack())
+        for _ in range(2)
+    ]
+    for click in clicks:
+        assert user.bot.dispatch(click) == 200
+    fake.wait_for(lambda f: any("already approved" in m.text for m in f.ephemerals()))
+    runs = runs_of(user).runs.for_thread(user.key)
+    assert len(runs) == 1 and runs[0].job_id is not None
+    runs_of(user).client.cancel(runs[0].job_id)
