@@ -81,15 +81,7 @@ def check_script(path: Path) -> CheckReport:
 
     Raises OSError (e.g. FileNotFoundError) when the file cannot be read at all.
     """
-    size = path.stat().st_size
-    if size > MAX_SCRIPT_BYTES:
-        return CheckReport(path, (_too_large(size),))
-    # Bounded read as well: a pipe or device reports size 0 and may never end.
-    with path.open("rb") as file:
-        data = file.read(MAX_SCRIPT_BYTES + 1)
-    if len(data) > MAX_SCRIPT_BYTES:
-        return CheckReport(path, (_too_large(len(data)),))
-    return CheckReport(path, _check_file(path, data))
+    return check_scripts([path])[0]
 
 
 def check_source(source: str, filename: str = "rl_train.py") -> CheckReport:
@@ -102,26 +94,24 @@ def check_source(source: str, filename: str = "rl_train.py") -> CheckReport:
     with tempfile.TemporaryDirectory(prefix="artbot-check-") as tmp:
         path = Path(tmp) / filename
         path.write_bytes(data)
-        return CheckReport(Path(filename), _check_file(path, data))
+        return CheckReport(Path(filename), check_script(path).problems)
 
 
 def check_scripts(paths: Sequence[Path]) -> list[CheckReport]:
-    """Check many scripts with one ruff and one basedpyright run (much faster than one by one)."""
+    """Check many scripts with one ruff and one basedpyright run (much faster than one by one).
+
+    Raises OSError (e.g. FileNotFoundError) when a file cannot be read at all.
+    """
     reports: dict[Path, CheckReport] = {}
     parsed: list[Path] = []
     for path in paths:
-        size = path.stat().st_size
-        with path.open("rb") as file:
-            data = file.read(MAX_SCRIPT_BYTES + 1)
-        if max(size, len(data)) > MAX_SCRIPT_BYTES:
-            reports[path] = CheckReport(path, (_too_large(max(size, len(data))),))
-            continue
-        syntax = _compile(data, path.resolve())
-        if syntax is not None:
-            reports[path] = CheckReport(path, (syntax,))
+        refusal = _refusal(path)
+        if refusal is not None:
+            reports[path] = CheckReport(path, (refusal,))
         else:
             parsed.append(path)
     if parsed:
+        # Absolute, because each tool runs from a folder of its choosing.
         resolved = [p.resolve() for p in parsed]
         found = _merge(_ruff(resolved), _pyright(resolved))
         for path, absolute in zip(parsed, resolved, strict=True):
@@ -129,14 +119,18 @@ def check_scripts(paths: Sequence[Path]) -> list[CheckReport]:
     return [reports[path] for path in paths]
 
 
-def _check_file(path: Path, data: bytes) -> tuple[Problem, ...]:
-    # Absolute, because each tool runs from a folder of its choosing.
-    path = path.resolve()
-    syntax = _compile(data, path)
-    if syntax is not None:
-        # Lint and type errors on a file that does not parse are noise around the real one.
-        return (syntax,)
-    return _merge(_ruff([path]), _pyright([path]))[path]
+def _refusal(path: Path) -> Problem | None:
+    """Why the tools need not run on `path`: too large, or it does not compile."""
+    size = path.stat().st_size
+    if size > MAX_SCRIPT_BYTES:
+        return _too_large(size)
+    # Bounded read as well: a pipe or device reports size 0 and may never end.
+    with path.open("rb") as file:
+        data = file.read(MAX_SCRIPT_BYTES + 1)
+    if len(data) > MAX_SCRIPT_BYTES:
+        return _too_large(len(data))
+    # Lint and type errors on a file that does not parse are noise around the real one.
+    return _compile(data, path.resolve())
 
 
 def _merge(*found: dict[Path, list[Problem]]) -> dict[Path, tuple[Problem, ...]]:
