@@ -84,7 +84,8 @@ class RunRow(Base):
     card_updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     points_json: Mapped[str] = mapped_column(Text, default="[]")
     """[{"step": n, "train": r|null, "val": r|null}]: the reward curve for the plot."""
-    detail: Mapped[str] = mapped_column(Text, default="")
+    required_env_json: Mapped[str] = mapped_column(Text, default="[]")
+    """The environment variable names the script needs, as a JSON list (checked by the runner)."""
     submit_attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     unreachable_notified: Mapped[int] = mapped_column(Integer, default=0)

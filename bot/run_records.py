@@ -37,7 +37,7 @@ class Run:
     card_ts: str | None
     card_updated_at: datetime | None
     points: list[dict[str, Any]]
-    detail: str
+    required_env: list[str]
     submit_attempts: int
     next_attempt_at: datetime | None
     unreachable_notified: bool
@@ -67,6 +67,7 @@ class RunStore(SqlStore):
         script_name: str,
         script_sha256: str,
         backend: str,
+        required_env: list[str] | None = None,
         args: list[str] | None = None,
         resume_from_job: str | None = None,
     ) -> Run:
@@ -85,7 +86,7 @@ class RunStore(SqlStore):
                 state="submitting",
                 cursor=0,
                 points_json="[]",
-                detail="",
+                required_env_json=json.dumps(required_env or []),
                 submit_attempts=0,
                 unreachable_notified=0,
                 warnings_posted=0,
@@ -156,7 +157,7 @@ def _run(row: RunRow) -> Run:
         card_ts=row.card_ts,
         card_updated_at=row.card_updated_at,
         points=json.loads(row.points_json or "[]"),
-        detail=row.detail,
+        required_env=json.loads(row.required_env_json or "[]"),
         submit_attempts=row.submit_attempts,
         next_attempt_at=row.next_attempt_at,
         unreachable_notified=bool(row.unreachable_notified),

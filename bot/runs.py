@@ -107,11 +107,25 @@ class RunService:
         script: str,
         script_name: str,
         answers: Mapping[str, Any],
+    ) -> Run:
+        """Record the approval, then submit; an unreachable runner is retried, never forgotten."""
+        backend = str(answers.get("backend") or "local")
+        return self._start(slack, key, user, script, script_name, backend, required_env(answers))
+
+    def _start(
+        self,
+        slack: WebClient,
+        key: SessionKey,
+        user: str,
+        script: str,
+        script_name: str,
+        backend: str,
+        required: list[str],
         *,
         args: list[str] | None = None,
         resume_from_job: str | None = None,
     ) -> Run:
-        """Record the approval, then submit; an unreachable runner is retried, never forgotten."""
+        """An approval recorded, a run created for it, and its first submission tried."""
         approval = self.records.record_approval(key, user, script, script_name)
         run = self.runs.create(
             approval_id=approval.id,
@@ -119,11 +133,11 @@ class RunService:
             owner=user,
             script_name=script_name,
             script_sha256=approval.script_sha256,
-            backend=str(answers.get("backend") or "local"),
+            backend=backend,
+            required_env=required,
             args=args,
             resume_from_job=resume_from_job,
         )
-        run = self.runs.update(run.id, detail=",".join(required_env(answers)))
         self._submit(slack, run)
         return self.runs.get(run.id) or run
 
@@ -145,7 +159,7 @@ class RunService:
             script_name=run.script_name,
             idempotency_key=f"artbot-run-{run.id}-{run.script_sha256[:16]}",
             backend="serverless" if run.backend == "serverless" else "local",
-            required_env=[name for name in run.detail.split(",") if name],
+            required_env=run.required_env,
             args=run.args,
             metadata={"team": run.key.team, "channel": run.key.channel, "thread": run.key.thread, "owner": run.owner},
             resume_from_job=run.resume_from_job,
@@ -333,18 +347,9 @@ class RunService:
             args = _with_flag(args, "--gpu-memory-utilization", str(lowered))
         else:
             resume = run.job_id
-        approval = self.records.record_approval(run.key, user, script, run.script_name)
-        retried = self.runs.create(
-            approval_id=approval.id,
-            key=run.key,
-            owner=run.owner,
-            script_name=run.script_name,
-            script_sha256=run.script_sha256,
-            backend=run.backend,
-            args=args,
-            resume_from_job=resume,
+        self._start(
+            slack, run.key, user, script, run.script_name, run.backend, run.required_env, args=args, resume_from_job=resume
         )
-        self._submit(slack, self.runs.update(retried.id, detail=run.detail))
 
     def runs_text(self, user: str, team: str) -> str:
         runs = self.runs.for_owner(user, team)

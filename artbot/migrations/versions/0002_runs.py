@@ -39,7 +39,7 @@ def upgrade() -> None:
         sa.Column("card_ts", sa.String(64), nullable=True),
         sa.Column("card_updated_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("points_json", sa.Text(), nullable=False),
-        sa.Column("detail", sa.Text(), nullable=False),
+        sa.Column("required_env_json", sa.Text(), nullable=False),
         sa.Column("submit_attempts", sa.Integer(), nullable=False),
         sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("unreachable_notified", sa.Integer(), nullable=False),
