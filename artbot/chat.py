@@ -94,18 +94,23 @@ def add_chat_arguments(parser: argparse.ArgumentParser) -> None:
             "postgresql+psycopg://USER@HOST/DB [an SQLite file in $XDG_DATA_HOME/artbot]"
         ),
     )
+    add_out_argument(parser)
+    parser.add_argument(
+        "--no-dryrun",
+        dest="dryrun",
+        action="store_false",
+        help="skip the dry run of the finished script (its checks still run)",
+    )
+
+
+def add_out_argument(parser: argparse.ArgumentParser) -> None:
+    """`--out`, as `chat` and `render` both read it (resolved by `script_path`)."""
     parser.add_argument(
         "--out",
         type=Path,
         default=None,
         metavar="PATH",
         help="where to write the script (a file, or a folder for RUN_NAME.py) [./RUN_NAME.py]",
-    )
-    parser.add_argument(
-        "--no-dryrun",
-        dest="dryrun",
-        action="store_false",
-        help="skip the dry run of the finished script (its checks still run)",
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from artbot.chat import (
     ScriptExists,
     add_chat_arguments,
+    add_out_argument,
     run_chat_command,
     script_path,
     write_script,
@@ -66,13 +67,7 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ANSWERS.json",
         help="a JSON object of answers by question id, as the wizard stores them ('-' for stdin)",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="where to write the script (a file, or a folder for RUN_NAME.py) [./RUN_NAME.py]",
-    )
+    add_out_argument(parser)
     parser.add_argument("--check", action="store_true", help="then check it as `artbot check` does")
     parser.add_argument(
         "--force", action="store_true", help="replace --out even if artbot did not write it"
