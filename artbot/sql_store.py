@@ -28,7 +28,9 @@ class SqlStore:
         schema: str | None = None,
     ) -> None:
         # A schema (PostgreSQL) keeps several stores, or test runs, apart in one database.
-        self._engine = engine.execution_options(schema_translate_map={None: schema}) if schema else engine
+        self._engine = (
+            engine.execution_options(schema_translate_map={None: schema}) if schema else engine
+        )
         self._metadata = metadata
         self._clock = clock
         self._tables_ready = False

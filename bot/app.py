@@ -36,7 +36,9 @@ from flows.steps import Attachment
 log = logging.getLogger(__name__)
 
 LISTENER_WORKERS = 32
-IGNORED_SUBTYPES = frozenset({"message_deleted", "bot_message", "channel_join", "channel_leave", "message_replied"})
+IGNORED_SUBTYPES = frozenset(
+    {"message_deleted", "bot_message", "channel_join", "channel_leave", "message_replied"}
+)
 
 
 def web_client(settings: BotSettings) -> WebClient:
@@ -46,7 +48,10 @@ def web_client(settings: BotSettings) -> WebClient:
         kwargs["base_url"] = settings.slack_api_url
     return WebClient(
         token=settings.slack_bot_token.get_secret_value(),
-        retry_handlers=[ConnectionErrorRetryHandler(max_retry_count=2), RateLimitErrorRetryHandler(max_retry_count=3)],
+        retry_handlers=[
+            ConnectionErrorRetryHandler(max_retry_count=2),
+            RateLimitErrorRetryHandler(max_retry_count=3),
+        ],
         **kwargs,
     )
 
@@ -63,13 +68,17 @@ def build_service(
     store = SessionStore(engine, schema=schema)
     records = BotRecords(engine, schema=schema)
     poster = ThreadPoster(records)
-    scripts_dir = Path(settings.artbot_scripts_dir) if settings.artbot_scripts_dir else data_dir() / "scripts"
+    scripts_dir = (
+        Path(settings.artbot_scripts_dir) if settings.artbot_scripts_dir else data_dir() / "scripts"
+    )
     kwargs: dict[str, Any] = {}
     if not settings.artbot_dryrun:
         kwargs["dryrun"] = None
     elif dryrun != "default":
         kwargs["dryrun"] = dryrun
-    results = ScriptResults(poster, scripts_dir, executor or ThreadPoolExecutor(max_workers=2), **kwargs)
+    results = ScriptResults(
+        poster, scripts_dir, executor or ThreadPoolExecutor(max_workers=2), **kwargs
+    )
     runs = None
     if settings.artbot_runner_url and settings.artbot_runner_token:
         from bot.run_records import RunStore
@@ -80,7 +89,9 @@ def build_service(
             RunStore(engine, schema=schema),
             records,
             poster,
-            RunnerClient(settings.artbot_runner_url, settings.artbot_runner_token.get_secret_value()),
+            RunnerClient(
+                settings.artbot_runner_url, settings.artbot_runner_token.get_secret_value()
+            ),
             results.load_script,
             approvers=settings.approvers,
             channels=settings.runner_channels,
@@ -88,7 +99,9 @@ def build_service(
     return WizardService(store, records, poster, results, runs=runs)
 
 
-def create_app(settings: BotSettings, service: WizardService, *, client: WebClient | None = None) -> App:
+def create_app(
+    settings: BotSettings, service: WizardService, *, client: WebClient | None = None
+) -> App:
     """A Bolt App wired to `service`, talking to Slack (or SLACK_API_URL) with retries on 429."""
     secret = settings.slack_signing_secret
     app = App(
@@ -97,7 +110,9 @@ def create_app(settings: BotSettings, service: WizardService, *, client: WebClie
         # Socket Mode connections are authenticated by the app token; HTTP requests by signature.
         request_verification_enabled=secret is not None,
         # Acks wait for a free worker: Bolt's default 5 is too few for a busy workspace.
-        listener_executor=ThreadPoolExecutor(max_workers=LISTENER_WORKERS, thread_name_prefix="bolt"),
+        listener_executor=ThreadPoolExecutor(
+            max_workers=LISTENER_WORKERS, thread_name_prefix="bolt"
+        ),
     )
     register_listeners(app, service, settings)
     return app
@@ -107,15 +122,23 @@ def register_listeners(app: App, service: WizardService, settings: BotSettings) 
     """Every listener of the bot, thin: parse what Slack sent, hand it to the service."""
 
     @app.command("/train-rl")
-    def on_train_rl(ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond) -> None:
+    def on_train_rl(
+        ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond
+    ) -> None:
         ack()
         text = (command.get("text") or "").strip()
         team = command.get("team_id") or context.team_id or ""
         user = command["user_id"]
-        guarded(lambda: _start_or_list(service, client, respond, team, command["channel_id"], user, text))
+        guarded(
+            lambda: _start_or_list(
+                service, client, respond, team, command["channel_id"], user, text
+            )
+        )
 
     @app.event("message")
-    def on_message(event: dict[str, Any], body: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+    def on_message(
+        event: dict[str, Any], body: dict[str, Any], client: WebClient, context: BoltContext
+    ) -> None:
         incoming = message_incoming(event, body, client, context, settings)
         if incoming is None:
             return
@@ -128,7 +151,9 @@ def register_listeners(app: App, service: WizardService, settings: BotSettings) 
         guarded(lambda: service.handle(client, incoming), client, incoming.key, service)
 
     @app.action(re.compile(rf"^{ANSWER_ACTION}:\d+$"))
-    def on_answer_click(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient) -> None:
+    def on_answer_click(
+        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+    ) -> None:
         ack()
         parsed = parse_answer_value(action.get("value") or "")
         key = action_key(body)
@@ -141,17 +166,26 @@ def register_listeners(app: App, service: WizardService, settings: BotSettings) 
         guarded(lambda: service.handle(client, incoming), client, key, service)
 
     @app.action(re.compile(rf"^({'|'.join(RESULT_ACTIONS)})$"))
-    def on_result_click(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient) -> None:
+    def on_result_click(
+        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+    ) -> None:
         ack()
         key = parse_session_ref(action.get("value") or "")
         if key is None:
             return
         user = body["user"]["id"]
         delivery = f"action:{user}:{action.get('action_ts') or body.get('trigger_id')}"
-        guarded(lambda: service.result_action(client, key, user, action["action_id"], delivery), client, key, service)
+        guarded(
+            lambda: service.result_action(client, key, user, action["action_id"], delivery),
+            client,
+            key,
+            service,
+        )
 
     @app.action("run_cancel")
-    def on_run_cancel(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient) -> None:
+    def on_run_cancel(
+        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+    ) -> None:
         ack()
         runs = service.runs
         if runs is None or not (action.get("value") or "").isdigit():
@@ -160,7 +194,9 @@ def register_listeners(app: App, service: WizardService, settings: BotSettings) 
         guarded(lambda: runs.cancel(client, int(action["value"]), user))
 
     @app.action(re.compile(r"^run_fix:(retry_lower_gpu_memory|resume)$"))
-    def on_run_fix(ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient) -> None:
+    def on_run_fix(
+        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+    ) -> None:
         ack()
         runs = service.runs
         if runs is None or not (action.get("value") or "").isdigit():
@@ -179,7 +215,11 @@ def register_listeners(app: App, service: WizardService, settings: BotSettings) 
         if event.get("tab", "home") != "home":
             return
         user = event["user"]
-        guarded(lambda: client.views_publish(user_id=user, view=home_view(service, user, context.team_id or "")))
+        guarded(
+            lambda: client.views_publish(
+                user_id=user, view=home_view(service, user, context.team_id or "")
+            )
+        )
 
 
 def guarded(
@@ -198,14 +238,24 @@ def guarded(
 
 
 def _start_or_list(
-    service: WizardService, client: WebClient, respond: Respond, team: str, channel: str, user: str, text: str
+    service: WizardService,
+    client: WebClient,
+    respond: Respond,
+    team: str,
+    channel: str,
+    user: str,
+    text: str,
 ) -> None:
     # Answers to the command go through its response_url: they work even where the bot is not a member.
     if text.lower() == "list":
         respond(text=sessions_text(service, user, team), response_type="ephemeral")
         return
     if text.lower() == "runs":
-        runs = service.runs.runs_text(user, team) if service.runs else "No GPU runner is configured for this bot."
+        runs = (
+            service.runs.runs_text(user, team)
+            if service.runs
+            else "No GPU runner is configured for this bot."
+        )
         respond(text=runs, response_type="ephemeral")
         return
     if text.lower() in ("help", "-h", "--help"):
@@ -234,7 +284,9 @@ def sessions_text(service: WizardService, user: str, team: str) -> str:
     for stored in sessions[:20]:
         state = "expired" if stored.expired else stored.session.status
         task = stored.session.answers.get("task") or "(task not given yet)"
-        lines.append(f"• <#{stored.key.channel}> {escape(clip(str(task), 80))}: {state}, updated {stored.updated_at:%Y-%m-%d %H:%M} UTC")
+        lines.append(
+            f"• <#{stored.key.channel}> {escape(clip(str(task), 80))}: {state}, updated {stored.updated_at:%Y-%m-%d %H:%M} UTC"
+        )
     return "\n".join(lines)
 
 
@@ -252,7 +304,9 @@ def home_view(service: WizardService, user: str, team: str) -> dict[str, Any]:
 def action_key(body: Mapping[str, Any]) -> SessionKey | None:
     """The wizard a clicked button belongs to: the thread of the message it sits on."""
     message = body.get("message") or {}
-    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
+        "channel_id"
+    )
     thread = message.get("thread_ts") or (body.get("container") or {}).get("thread_ts")
     team = (body.get("team") or {}).get("id") or body.get("user", {}).get("team_id")
     if not (channel and thread and team):
@@ -270,7 +324,11 @@ class Refusal:
 
 
 def message_incoming(
-    event: Mapping[str, Any], body: Mapping[str, Any], client: WebClient, context: BoltContext, settings: BotSettings
+    event: Mapping[str, Any],
+    body: Mapping[str, Any],
+    client: WebClient,
+    context: BoltContext,
+    settings: BotSettings,
 ) -> Incoming | Refusal | None:
     """A thread reply as an Incoming; a Refusal for edits and files we cannot take; None if not ours."""
     subtype = event.get("subtype")
@@ -297,4 +355,6 @@ def message_incoming(
             return Refusal(key, user, taken)
         attachments.append(taken)
     delivery = body.get("event_id") or event.get("client_msg_id")
-    return Incoming(key, user, Reply(text=event.get("text") or "", attachments=tuple(attachments)), delivery)
+    return Incoming(
+        key, user, Reply(text=event.get("text") or "", attachments=tuple(attachments)), delivery
+    )

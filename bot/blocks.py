@@ -74,7 +74,12 @@ def question_message(question: Question) -> SlackMessage:
         hint += " Or type the option's number."
     context = " · ".join(part for part in (progress, hint) if part)
     if context:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": clip(context, SECTION_LIMIT)}]})
+        blocks.append(
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": clip(context, SECTION_LIMIT)}],
+            }
+        )
     fallback = question.text
     if question.options:
         fallback += "\n" + "\n".join(f"{o.number}. {o.label}" for o in question.options)
@@ -87,7 +92,10 @@ def _buttons(step_id: str, options: tuple[OptionView, ...]) -> list[Block]:
         button: Block = {
             "type": "button",
             "action_id": f"{ANSWER_ACTION}:{option.number}",
-            "text": {"type": "plain_text", "text": clip(f"{option.number}. {option.label}", BUTTON_TEXT_LIMIT)},
+            "text": {
+                "type": "plain_text",
+                "text": clip(f"{option.number}. {option.label}", BUTTON_TEXT_LIMIT),
+            },
             "value": f"{step_id}|{option.value}"[:2000],
         }
         if option.recommended:

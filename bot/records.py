@@ -41,7 +41,9 @@ class QuestionMessageRow(Base):
     text: Mapped[str] = mapped_column(Text)
     answered: Mapped[int] = mapped_column(Integer, default=0)
 
-    __table_args__ = (Index("ix_artbot_slack_questions_step", "team", "channel", "thread", "step_id"),)
+    __table_args__ = (
+        Index("ix_artbot_slack_questions_step", "team", "channel", "thread", "step_id"),
+    )
 
 
 class ApprovalRow(Base):
@@ -126,7 +128,9 @@ def script_digest(script: str) -> str:
 class BotRecords(SqlStore):
     """The bot's own tables, on the sessions' database. Each method is one transaction."""
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None
+    ) -> None:
         super().__init__(engine, Base.metadata, clock=clock, schema=schema)
 
     # -- deliveries --
@@ -143,7 +147,9 @@ class BotRecords(SqlStore):
     def forget_deliveries(self, older_than: timedelta) -> int:
         """Drop delivery ids older than Slack's retry window (keeps the table small)."""
         with self._transaction() as orm:
-            result = orm.execute(delete(DeliveryRow).where(DeliveryRow.seen_at < self._clock() - older_than))
+            result = orm.execute(
+                delete(DeliveryRow).where(DeliveryRow.seen_at < self._clock() - older_than)
+            )
             return int(getattr(result, "rowcount", 0) or 0)
 
     # -- question messages --
@@ -152,7 +158,13 @@ class BotRecords(SqlStore):
         with self._transaction() as orm:
             orm.merge(
                 QuestionMessageRow(
-                    team=key.team, channel=key.channel, thread=key.thread, ts=ts, step_id=step_id, text=text, answered=0
+                    team=key.team,
+                    channel=key.channel,
+                    thread=key.thread,
+                    ts=ts,
+                    step_id=step_id,
+                    text=text,
+                    answered=0,
                 )
             )
 
@@ -174,7 +186,9 @@ class BotRecords(SqlStore):
 
     # -- approvals --
 
-    def record_approval(self, key: SessionKey, user: str, script: str, script_name: str) -> Approval:
+    def record_approval(
+        self, key: SessionKey, user: str, script: str, script_name: str
+    ) -> Approval:
         with self._transaction() as orm:
             row = ApprovalRow(
                 team=key.team,
@@ -194,7 +208,11 @@ class BotRecords(SqlStore):
         with self._transaction() as orm:
             rows = orm.scalars(
                 select(ApprovalRow)
-                .where(ApprovalRow.team == key.team, ApprovalRow.channel == key.channel, ApprovalRow.thread == key.thread)
+                .where(
+                    ApprovalRow.team == key.team,
+                    ApprovalRow.channel == key.channel,
+                    ApprovalRow.thread == key.thread,
+                )
                 .order_by(ApprovalRow.id)
             ).all()
             return [_approval(row) for row in rows]

@@ -46,10 +46,14 @@ def summary(answers: Mapping[str, Any]) -> str:
     turns = "single-turn" if answers.get("turns") == "single" else "multi-turn"
     if answers.get("turns") == "multi":
         turns += " with tools" if answers.get("uses_tools") == "yes" else " game loop"
-    reward = {"ruler": "RULER", "programmatic": "programmatic", "custom": "custom (RULER + code)"}[answers["reward"]]
+    reward = {"ruler": "RULER", "programmatic": "programmatic", "custom": "custom (RULER + code)"}[
+        answers["reward"]
+    ]
     if answers.get("judge_model"):
         reward += f", judge `{answers['judge_model']}`"
-    loop = "epochs over the dataset" if answers["iteration"] == "dataset" else "open-ended step loop"
+    loop = (
+        "epochs over the dataset" if answers["iteration"] == "dataset" else "open-ended step loop"
+    )
     backend = "LocalBackend" if answers["backend"] == "local" else "ServerlessBackend"
     return "\n".join(
         [
@@ -65,7 +69,9 @@ def check_line(report: CheckReport) -> str:
     if report.ok:
         return ":white_check_mark: `artbot check`: compiles, ruff-clean, type-checks against openpipe-art 0.5.18."
     lines = [f":x: `artbot check` found {len(report.problems)} problem(s):"]
-    lines += [f"• line {p.line}: {p.tool} {p.code}: {clip(p.message, 200)}" for p in report.problems[:10]]
+    lines += [
+        f"• line {p.line}: {p.tool} {p.code}: {clip(p.message, 200)}" for p in report.problems[:10]
+    ]
     return "\n".join(lines)
 
 
@@ -104,12 +110,20 @@ class ScriptResults:
         """`deliver` on the executor, so the caller (a Slack listener) returns at once."""
         self._executor.submit(self._deliver_logged, client, key, dict(answers))
 
-    def _deliver_logged(self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]) -> None:
+    def _deliver_logged(
+        self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]
+    ) -> None:
         try:
             self.deliver(client, key, answers)
         except Exception:
             log.exception("delivering the script failed for %s", key)
-            self._poster.post(client, key, _text(":x: Something went wrong while generating the script; your answers are saved. Press Regenerate or say `edit <question>`."))
+            self._poster.post(
+                client,
+                key,
+                _text(
+                    ":x: Something went wrong while generating the script; your answers are saved. Press Regenerate or say `edit <question>`."
+                ),
+            )
 
     def deliver(self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]) -> None:
         """Render, check and upload the script with its summary and buttons; dry-run it after."""
@@ -117,7 +131,13 @@ class ScriptResults:
         try:
             script = render_script(answers)
         except (RenderError, SyntaxError, ValueError) as error:
-            self._poster.post(client, key, _text(f":x: I could not generate the script: {escape(str(error))}\nSay `edit <question>` to fix the answer."))
+            self._poster.post(
+                client,
+                key,
+                _text(
+                    f":x: I could not generate the script: {escape(str(error))}\nSay `edit <question>` to fix the answer."
+                ),
+            )
             return
         path = self.script_path(key, answers)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,14 +155,26 @@ class ScriptResults:
             )
         except SlackApiError as error:
             log.warning("files_upload_v2 failed in %s: %s", key, error.response.get("error"))
-            self._poster.post(client, key, _text(f":x: Slack refused the upload ({error.response.get('error')}). The script is saved as `{path.name}` on the bot's host."))
+            self._poster.post(
+                client,
+                key,
+                _text(
+                    f":x: Slack refused the upload ({error.response.get('error')}). The script is saved as `{path.name}` on the bot's host."
+                ),
+            )
         buttons = SlackMessage(
             "What next? Approve and run / Edit an answer / Regenerate / Cancel",
             [*sections("*What next?*"), result_buttons(session_ref(key))],
         )
         self._poster.post(client, key, buttons)
         if self._dryrun is not None and report.ok:
-            self._poster.post(client, key, _text(":hourglass_flowing_sand: Dry-running the script on a CPU with a stand-in model…"))
+            self._poster.post(
+                client,
+                key,
+                _text(
+                    ":hourglass_flowing_sand: Dry-running the script on a CPU with a stand-in model…"
+                ),
+            )
             self._executor.submit(self._dryrun_and_report, client, key, path)
 
     def _dryrun_and_report(self, client: WebClient, key: SessionKey, path: Path) -> None:
@@ -151,11 +183,15 @@ class ScriptResults:
             report = self._dryrun(path)
         except Exception as error:  # a crash of the dry run itself must still be said
             log.exception("dry run crashed for %s", key)
-            self._poster.post(client, key, _text(f":x: The dry run itself failed: {escape(str(error))}"))
+            self._poster.post(
+                client, key, _text(f":x: The dry run itself failed: {escape(str(error))}")
+            )
             return
         verdict = ":white_check_mark: Dry run passed" if report.ok else ":x: Dry run failed"
         full = report.format()
-        self._poster.post(client, key, _text(f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"))
+        self._poster.post(
+            client, key, _text(f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```")
+        )
         if len(full) > REPORT_IN_MESSAGE:
             # Too long for a message: the whole report goes into the thread as a file.
             try:
@@ -167,7 +203,11 @@ class ScriptResults:
                     title=f"Dry run of {path.name}",
                 )
             except SlackApiError as error:
-                log.warning("uploading the dry-run report failed in %s: %s", key, error.response.get("error"))
+                log.warning(
+                    "uploading the dry-run report failed in %s: %s",
+                    key,
+                    error.response.get("error"),
+                )
 
 
 def _text(text: str) -> SlackMessage:

@@ -55,7 +55,9 @@ class Run:
 class RunStore(SqlStore):
     """Runs, on the bot's database. Each method is one transaction."""
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None
+    ) -> None:
         super().__init__(engine, Base.metadata, clock=clock, schema=schema)
 
     def create(
@@ -119,14 +121,20 @@ class RunStore(SqlStore):
 
     def active(self) -> list[Run]:
         with self._transaction() as orm:
-            rows = orm.scalars(select(RunRow).where(RunRow.state.in_(ACTIVE_STATES)).order_by(RunRow.id)).all()
+            rows = orm.scalars(
+                select(RunRow).where(RunRow.state.in_(ACTIVE_STATES)).order_by(RunRow.id)
+            ).all()
             return [_run(row) for row in rows]
 
     def for_thread(self, key: SessionKey) -> list[Run]:
         with self._transaction() as orm:
             rows = orm.scalars(
                 select(RunRow)
-                .where(RunRow.team == key.team, RunRow.channel == key.channel, RunRow.thread == key.thread)
+                .where(
+                    RunRow.team == key.team,
+                    RunRow.channel == key.channel,
+                    RunRow.thread == key.thread,
+                )
                 .order_by(RunRow.id)
             ).all()
             return [_run(row) for row in rows]
@@ -134,10 +142,12 @@ class RunStore(SqlStore):
     def for_owner(self, owner: str, team: str) -> list[Run]:
         with self._transaction() as orm:
             rows = orm.scalars(
-                select(RunRow).where(RunRow.owner == owner, RunRow.team == team).order_by(RunRow.id.desc()).limit(20)
+                select(RunRow)
+                .where(RunRow.owner == owner, RunRow.team == team)
+                .order_by(RunRow.id.desc())
+                .limit(20)
             ).all()
             return [_run(row) for row in rows]
-
 
 
 def _run(row: RunRow) -> Run:

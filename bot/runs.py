@@ -29,7 +29,10 @@ CARD_MIN_INTERVAL = timedelta(seconds=5)
 MAX_WARNINGS_POSTED = 3
 BACKOFF_CAP = timedelta(minutes=5)
 CANCEL_ACTION = "run_cancel"
-FIX_ACTIONS = {FixAction.retry_lower_gpu_memory: "Retry with lower GPU memory", FixAction.resume: "Resume from the last checkpoint"}
+FIX_ACTIONS = {
+    FixAction.retry_lower_gpu_memory: "Retry with lower GPU memory",
+    FixAction.resume: "Resume from the last checkpoint",
+}
 STATE_EMOJI = {
     "submitting": ":outbox_tray:",
     "waiting_for_runner": ":hourglass:",
@@ -152,7 +155,13 @@ class RunService:
         script = self._script_of(run)
         if script is None:
             self.runs.update(run.id, state="rejected", finished_at=self.runs.now())
-            self.poster.post(slack, run.key, _text(":x: The approved script changed or is gone from the bot's host: press Regenerate, then approve again."))
+            self.poster.post(
+                slack,
+                run.key,
+                _text(
+                    ":x: The approved script changed or is gone from the bot's host: press Regenerate, then approve again."
+                ),
+            )
             return
         submission = JobSubmission(
             script=script,
@@ -161,7 +170,12 @@ class RunService:
             backend="serverless" if run.backend == "serverless" else "local",
             required_env=run.required_env,
             args=run.args,
-            metadata={"team": run.key.team, "channel": run.key.channel, "thread": run.key.thread, "owner": run.owner},
+            metadata={
+                "team": run.key.team,
+                "channel": run.key.channel,
+                "thread": run.key.thread,
+                "owner": run.owner,
+            },
             resume_from_job=run.resume_from_job,
         )
         try:
@@ -170,21 +184,32 @@ class RunService:
             attempts = run.submit_attempts + 1
             delay = min(BACKOFF_CAP, timedelta(seconds=2 ** min(attempts, 9)))
             run = self.runs.update(
-                run.id, state="waiting_for_runner", submit_attempts=attempts, next_attempt_at=self.runs.now() + delay
+                run.id,
+                state="waiting_for_runner",
+                submit_attempts=attempts,
+                next_attempt_at=self.runs.now() + delay,
             )
             if not run.unreachable_notified:
                 self.runs.update(run.id, unreachable_notified=True)
                 self.poster.post(
                     slack,
                     run.key,
-                    _text(f":hourglass: The GPU runner is unreachable ({escape(clip(str(error), 200))}). The approval is saved; I keep retrying and will post here once it is submitted."),
+                    _text(
+                        f":hourglass: The GPU runner is unreachable ({escape(clip(str(error), 200))}). The approval is saved; I keep retrying and will post here once it is submitted."
+                    ),
                 )
             return
         except RunnerRejected as error:
             self.runs.update(run.id, state="rejected", finished_at=self.runs.now())
-            self.poster.post(slack, run.key, _text(f":x: The runner refused the job: {escape(clip(str(error), 1_000))}"))
+            self.poster.post(
+                slack,
+                run.key,
+                _text(f":x: The runner refused the job: {escape(clip(str(error), 1_000))}"),
+            )
             return
-        run = self.runs.update(run.id, job_id=job.id, state=job.state.value, unreachable_notified=False)
+        run = self.runs.update(
+            run.id, job_id=job.id, state=job.state.value, unreachable_notified=False
+        )
         card = self.poster.post(slack, run.key, status_card(run))
         self.runs.update(run.id, card_ts=card, card_updated_at=self.runs.now())
 
@@ -195,7 +220,9 @@ class RunService:
         with self._lock:  # one follower at a time: events are handled once, in order
             for run in self.runs.active():
                 if run.job_id is None:
-                    if run.state == "waiting_for_runner" and (run.next_attempt_at is None or run.next_attempt_at <= self.runs.now()):
+                    if run.state == "waiting_for_runner" and (
+                        run.next_attempt_at is None or run.next_attempt_at <= self.runs.now()
+                    ):
                         self._submit(slack, run)
                     continue
                 self._follow(slack, run)
@@ -207,11 +234,23 @@ class RunService:
         except RunnerUnavailable as error:
             if not run.unreachable_notified:
                 self.runs.update(run.id, unreachable_notified=True)
-                self.poster.post(slack, run.key, _text(f":warning: Lost contact with the GPU runner ({escape(clip(str(error), 200))}); still following the job and will report when it answers again."))
+                self.poster.post(
+                    slack,
+                    run.key,
+                    _text(
+                        f":warning: Lost contact with the GPU runner ({escape(clip(str(error), 200))}); still following the job and will report when it answers again."
+                    ),
+                )
             return
         except RunnerRejected as error:
             self.runs.update(run.id, state="lost", finished_at=self.runs.now())
-            self.poster.post(slack, run.key, _text(f":grey_question: The runner no longer knows this job: {escape(clip(str(error), 300))}"))
+            self.poster.post(
+                slack,
+                run.key,
+                _text(
+                    f":grey_question: The runner no longer knows this job: {escape(clip(str(error), 300))}"
+                ),
+            )
             return
         if run.unreachable_notified:
             run = self.runs.update(run.id, unreachable_notified=False)
@@ -226,18 +265,40 @@ class RunService:
         data = event.data
         if event.type is EventType.started:
             run = self.runs.update(run.id, state=JobState.running.value, started_at=event.at)
-            self.poster.post(slack, run.key, _text(f":rocket: Training started ({escape(run.script_name)}, job `{run.job_id}`)."))
+            self.poster.post(
+                slack,
+                run.key,
+                _text(
+                    f":rocket: Training started ({escape(run.script_name)}, job `{run.job_id}`)."
+                ),
+            )
         elif event.type is EventType.step:
-            run = self.runs.update(run.id, state=JobState.running.value, points=_with_point(run.points, data, "train", "train/reward"))
+            run = self.runs.update(
+                run.id,
+                state=JobState.running.value,
+                points=_with_point(run.points, data, "train", "train/reward"),
+            )
         elif event.type is EventType.validation:
-            run = self.runs.update(run.id, points=_with_point(run.points, data, "val", "val/reward"))
+            run = self.runs.update(
+                run.id, points=_with_point(run.points, data, "val", "val/reward")
+            )
             value = data.get("val/reward")
             shown = f"{value:.3f}" if isinstance(value, int | float) else "n/a"
-            self.poster.post(slack, run.key, _text(f":bar_chart: Validation at step {data.get('step', '?')}: val/reward = {shown}."))
+            self.poster.post(
+                slack,
+                run.key,
+                _text(
+                    f":bar_chart: Validation at step {data.get('step', '?')}: val/reward = {shown}."
+                ),
+            )
             self._upload_plot(slack, run)
         elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
             run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
-            self.poster.post(slack, run.key, _text(f":warning: {escape(clip(str(data.get('message', '')), 1_500))}"))
+            self.poster.post(
+                slack,
+                run.key,
+                _text(f":warning: {escape(clip(str(data.get('message', '')), 1_500))}"),
+            )
         elif event.type is EventType.failed:
             run = self.runs.update(run.id, state=JobState.failed.value, finished_at=event.at)
             self._post_failure(slack, run, data)
@@ -248,8 +309,14 @@ class RunService:
             self._upload_plot(slack, run)
         elif event.type in (EventType.cancelled, EventType.lost):
             run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
-            what = "was cancelled" if event.type is EventType.cancelled else "was lost: the runner restarted and its process was gone"
-            self.poster.post(slack, run.key, _text(f"<@{run.owner}> the training job `{run.job_id}` {what}."))
+            what = (
+                "was cancelled"
+                if event.type is EventType.cancelled
+                else "was lost: the runner restarted and its process was gone"
+            )
+            self.poster.post(
+                slack, run.key, _text(f"<@{run.owner}> the training job `{run.job_id}` {what}.")
+            )
         return run
 
     def _post_failure(self, slack: WebClient, run: Run, data: Mapping[str, Any]) -> None:
@@ -300,13 +367,21 @@ class RunService:
         if run.card_ts is None:
             return
         now = self.runs.now()
-        if not force and run.card_updated_at is not None and now - run.card_updated_at < CARD_MIN_INTERVAL:
+        if (
+            not force
+            and run.card_updated_at is not None
+            and now - run.card_updated_at < CARD_MIN_INTERVAL
+        ):
             return
         card = status_card(run, now=now)
         try:
-            slack.chat_update(channel=run.key.channel, ts=run.card_ts, text=card.text, blocks=card.blocks)
+            slack.chat_update(
+                channel=run.key.channel, ts=run.card_ts, text=card.text, blocks=card.blocks
+            )
         except SlackApiError as error:
-            log.warning("status card update failed for run %s: %s", run.id, error.response.get("error"))
+            log.warning(
+                "status card update failed for run %s: %s", run.id, error.response.get("error")
+            )
             return
         self.runs.update(run.id, card_updated_at=now)
 
@@ -322,9 +397,17 @@ class RunService:
         try:
             self.client.cancel(run.job_id)
         except (RunnerUnavailable, RunnerRejected) as error:
-            self.poster.ephemeral(slack, run.key, user, f"Could not cancel: {escape(clip(str(error), 300))}")
+            self.poster.ephemeral(
+                slack, run.key, user, f"Could not cancel: {escape(clip(str(error), 300))}"
+            )
             return
-        self.poster.post(slack, run.key, _text(f":no_entry_sign: Cancelling job `{run.job_id}` (requested by <@{user}>); checkpoints are saved first."))
+        self.poster.post(
+            slack,
+            run.key,
+            _text(
+                f":no_entry_sign: Cancelling job `{run.job_id}` (requested by <@{user}>); checkpoints are saved first."
+            ),
+        )
 
     def retry(self, slack: WebClient, run_id: int, action: FixAction, user: str) -> None:
         """A fix button: the same script again, with less GPU memory or resuming from checkpoints."""
@@ -337,7 +420,11 @@ class RunService:
             return
         script = self._script_of(run)
         if script is None:
-            self.poster.post(slack, run.key, _text("The script changed since that run: approve the new one instead."))
+            self.poster.post(
+                slack,
+                run.key,
+                _text("The script changed since that run: approve the new one instead."),
+            )
             return
         args = list(run.args)
         resume = None
@@ -348,7 +435,15 @@ class RunService:
         else:
             resume = run.job_id
         self._start(
-            slack, run.key, user, script, run.script_name, run.backend, run.required_env, args=args, resume_from_job=resume
+            slack,
+            run.key,
+            user,
+            script,
+            run.script_name,
+            run.backend,
+            run.required_env,
+            args=args,
+            resume_from_job=resume,
         )
 
     def runs_text(self, user: str, team: str) -> str:
@@ -357,14 +452,19 @@ class RunService:
             return "You have no training runs yet."
         lines = [f"Your training runs ({len(runs)}):"]
         for run in runs:
-            lines.append(f"• {STATE_EMOJI.get(run.state, '')} `{run.script_name}` in <#{run.key.channel}>: {run.state}{_progress(run)}")
+            lines.append(
+                f"• {STATE_EMOJI.get(run.state, '')} `{run.script_name}` in <#{run.key.channel}>: {run.state}{_progress(run)}"
+            )
         return "\n".join(lines)
 
     def thread_status(self, key: SessionKey) -> str | None:
         runs = self.runs.for_thread(key)
         if not runs:
             return None
-        return "\n".join(f"Run {i}: {STATE_EMOJI.get(r.state, '')} {r.state}{_progress(r)}" for i, r in enumerate(runs, 1))
+        return "\n".join(
+            f"Run {i}: {STATE_EMOJI.get(r.state, '')} {r.state}{_progress(r)}"
+            for i, r in enumerate(runs, 1)
+        )
 
 
 def status_card(run: Run, *, now: datetime | None = None) -> SlackMessage:
@@ -402,11 +502,11 @@ def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
     step = data.get("step", "?")
     text = (
         f"<@{run.owner}> :white_check_mark: Training finished at step {step}. Your model: `{escape(model)}`\n"
-        f"*Python*\n```from openai import OpenAI\n\nclient = OpenAI(base_url=\"{escape(url)}\", api_key=\"not-needed\")\n"
-        f"response = client.chat.completions.create(\n    model=\"{escape(model)}\",\n"
-        f"    messages=[{{\"role\": \"user\", \"content\": \"Your prompt here\"}}],\n)\nprint(response.choices[0].message.content)```\n"
-        f"*curl*\n```curl {escape(url.rstrip('/'))}/chat/completions -H \"Content-Type: application/json\" \\\n"
-        f"  -d '{{\"model\": \"{escape(model)}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Your prompt here\"}}]}}'```"
+        f'*Python*\n```from openai import OpenAI\n\nclient = OpenAI(base_url="{escape(url)}", api_key="not-needed")\n'
+        f'response = client.chat.completions.create(\n    model="{escape(model)}",\n'
+        f'    messages=[{{"role": "user", "content": "Your prompt here"}}],\n)\nprint(response.choices[0].message.content)```\n'
+        f'*curl*\n```curl {escape(url.rstrip("/"))}/chat/completions -H "Content-Type: application/json" \\\n'
+        f'  -d \'{{"model": "{escape(model)}", "messages": [{{"role": "user", "content": "Your prompt here"}}]}}\'```'
     )
     return SlackMessage(clip(text, 3_900), sections(text)[:50])
 
@@ -425,7 +525,9 @@ def _progress(run: Run) -> str:
     return " · " + ", ".join(parts)
 
 
-def _with_point(points: list[dict[str, Any]], data: Mapping[str, Any], field: str, metric: str) -> list[dict[str, Any]]:
+def _with_point(
+    points: list[dict[str, Any]], data: Mapping[str, Any], field: str, metric: str
+) -> list[dict[str, Any]]:
     step = data.get("step")
     value = data.get(metric)
     if not isinstance(step, int) or not isinstance(value, int | float):
@@ -470,7 +572,13 @@ def _text(text: str) -> SlackMessage:
 class RunFollower:
     """Calls RunService.poll_once every few seconds in a daemon thread (started by `artbot serve`)."""
 
-    def __init__(self, service: RunService, slack: WebClient, interval_s: float, on_error: Callable[[Exception], None] | None = None) -> None:
+    def __init__(
+        self,
+        service: RunService,
+        slack: WebClient,
+        interval_s: float,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
         self._service = service
         self._slack = slack
         self._interval = interval_s

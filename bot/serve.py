@@ -55,10 +55,18 @@ def wsgi_application(app: App) -> Callable[[dict[str, Any], StartResponse], Iter
 
 def make_http_server(app: App, host: str, port: int) -> WSGIServer:
     """A server for `app` bound to host:port (port 0 picks a free one); call serve_forever()."""
-    return make_server(host, port, wsgi_application(app), server_class=ThreadingWSGIServer, handler_class=_QuietHandler)
+    return make_server(
+        host,
+        port,
+        wsgi_application(app),
+        server_class=ThreadingWSGIServer,
+        handler_class=_QuietHandler,
+    )
 
 
-def keep_tidy(service: WizardService, app: App, idle: timedelta, stop: threading.Event) -> threading.Thread:
+def keep_tidy(
+    service: WizardService, app: App, idle: timedelta, stop: threading.Event
+) -> threading.Thread:
     """Expire idle sessions (with a note in their threads) and forget old delivery ids, periodically."""
 
     def loop() -> None:
@@ -76,7 +84,9 @@ def keep_tidy(service: WizardService, app: App, idle: timedelta, stop: threading
 
 def run_serve_command(args: argparse.Namespace) -> int:
     """Serve until interrupted; exit 2 with a clear message when the settings cannot work."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         settings = load_settings()
     except SettingsError as error:

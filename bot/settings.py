@@ -27,19 +27,31 @@ class BotSettings(BaseSettings):
     slack_api_url: str | None = Field(
         default=None, description="another base URL for Slack's Web API (tests, proxies)"
     )
-    artbot_database_url: str | None = Field(default=None, description="SQLAlchemy URL of the session store")
-    artbot_session_idle_hours: float = Field(default=72.0, gt=0, description="idle sessions expire after this")
+    artbot_database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL of the session store"
+    )
+    artbot_session_idle_hours: float = Field(
+        default=72.0, gt=0, description="idle sessions expire after this"
+    )
     artbot_max_upload_bytes: int = Field(default=1_000_000, gt=0, le=20_000_000)
-    artbot_dryrun: bool = Field(default=True, description="dry-run generated scripts before posting them")
-    artbot_scripts_dir: str | None = Field(default=None, description="where generated scripts are kept")
+    artbot_dryrun: bool = Field(
+        default=True, description="dry-run generated scripts before posting them"
+    )
+    artbot_scripts_dir: str | None = Field(
+        default=None, description="where generated scripts are kept"
+    )
     port: int = Field(default=3000, ge=1, le=65535)
     artbot_runner_url: str | None = Field(default=None, description="the GPU runner's base URL")
-    artbot_runner_token: SecretStr | None = Field(default=None, description="the runner's bearer token")
+    artbot_runner_token: SecretStr | None = Field(
+        default=None, description="the runner's bearer token"
+    )
     artbot_approvers: str = Field(
-        default="", description="comma-separated user ids allowed to approve (empty: any session owner)"
+        default="",
+        description="comma-separated user ids allowed to approve (empty: any session owner)",
     )
     artbot_runner_channels: str = Field(
-        default="", description="comma-separated channel ids where runs may be approved (empty: any)"
+        default="",
+        description="comma-separated channel ids where runs may be approved (empty: any)",
     )
     artbot_runner_poll_s: float = Field(default=2.0, gt=0, le=60)
 
@@ -100,7 +112,9 @@ class BotSettings(BaseSettings):
 
     @property
     def runner_channels(self) -> frozenset[str]:
-        return frozenset(part.strip() for part in self.artbot_runner_channels.split(",") if part.strip())
+        return frozenset(
+            part.strip() for part in self.artbot_runner_channels.split(",") if part.strip()
+        )
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> BotSettings:
@@ -116,6 +130,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> BotSettings:
             message = problem["msg"].removeprefix("Value error, ")
             if problem["type"] == "missing":
                 field = BotSettings.model_fields.get(where.lower())
-                message = f"missing ({field.description})" if field and field.description else "missing"
+                message = (
+                    f"missing ({field.description})" if field and field.description else "missing"
+                )
             lines.append(f"{where}: {message}")
-        raise SettingsError("Cannot start artbot:\n" + "\n".join(f"  {line}" for line in lines)) from None
+        raise SettingsError(
+            "Cannot start artbot:\n" + "\n".join(f"  {line}" for line in lines)
+        ) from None

@@ -40,7 +40,9 @@ class ThreadPoster:
 
     def ephemeral(self, client: WebClient, key: SessionKey, user: str, text: str) -> None:
         try:
-            client.chat_postEphemeral(channel=key.channel, user=user, thread_ts=key.thread, text=text)
+            client.chat_postEphemeral(
+                channel=key.channel, user=user, thread_ts=key.thread, text=text
+            )
         except SlackApiError as error:
             log.warning("chat.postEphemeral failed in %s: %s", key, error.response.get("error"))
 
@@ -63,6 +65,8 @@ class ThreadPoster:
         for question in self._records.open_questions(key, answered.step_id):
             updated = answered_message(question.text, answered.shown)
             try:
-                client.chat_update(channel=key.channel, ts=question.ts, text=updated.text, blocks=updated.blocks)
+                client.chat_update(
+                    channel=key.channel, ts=question.ts, text=updated.text, blocks=updated.blocks
+                )
             except SlackApiError as error:
                 log.warning("chat.update failed in %s: %s", key, error.response.get("error"))

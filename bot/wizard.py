@@ -62,7 +62,9 @@ class KeyedLocks:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: weakref.WeakValueDictionary[SessionKey, threading.Lock] = weakref.WeakValueDictionary()
+        self._locks: weakref.WeakValueDictionary[SessionKey, threading.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     @contextmanager
     def hold(self, key: SessionKey) -> Iterator[None]:
@@ -99,7 +101,9 @@ class WizardService:
 
     # -- starting --
 
-    def start(self, client: WebClient, team: str, channel: str, user: str, text: str) -> SessionKey | None:
+    def start(
+        self, client: WebClient, team: str, channel: str, user: str, text: str
+    ) -> SessionKey | None:
         """Post the parent message that names the owner and ask the first question in its thread."""
         task = text.strip()
         parent = client.chat_postMessage(
@@ -127,7 +131,9 @@ class WizardService:
 
     def handle(self, client: WebClient, incoming: Incoming) -> None:
         """Advance the thread's session by one reply, at most once however often Slack delivers it."""
-        if incoming.delivery_id is not None and not self.records.first_delivery(incoming.delivery_id):
+        if incoming.delivery_id is not None and not self.records.first_delivery(
+            incoming.delivery_id
+        ):
             return  # a retry of something already handled
         key = incoming.key
         with self._locks.hold(key):
@@ -136,11 +142,16 @@ class WizardService:
                 return  # not a wizard's thread
             if stored.owner != incoming.user:
                 self.poster.ephemeral(
-                    client, key, incoming.user, f"Only <@{stored.owner}> can answer this wizard. Start your own with `/train-rl`."
+                    client,
+                    key,
+                    incoming.user,
+                    f"Only <@{stored.owner}> can answer this wizard. Start your own with `/train-rl`.",
                 )
                 return
             if stored.expired:
-                self.poster.post(client, key, _text("This wizard expired. Start a new one with `/train-rl`."))
+                self.poster.post(
+                    client, key, _text("This wizard expired. Start a new one with `/train-rl`.")
+                )
                 return
             turn = self._advance_and_save(key, stored, incoming.reply)
         if turn is None:
@@ -154,7 +165,9 @@ class WizardService:
             if isinstance(effect, Completed):
                 self._on_complete(client, key, effect.answers)
 
-    def _advance_and_save(self, key: SessionKey, stored: StoredSession, reply: Reply) -> Turn | None:
+    def _advance_and_save(
+        self, key: SessionKey, stored: StoredSession, reply: Reply
+    ) -> Turn | None:
         """Compare-and-set: a save that lost a race reloads and applies the reply to what won."""
         for _ in range(SAVE_ATTEMPTS):
             session = stored.session
@@ -172,13 +185,17 @@ class WizardService:
                     return None
                 stored = reloaded
             except SessionExpired:
-                return Turn(session, (Problem("This wizard expired. Start a new one with `/train-rl`."),))
+                return Turn(
+                    session, (Problem("This wizard expired. Start a new one with `/train-rl`."),)
+                )
         log.warning("gave up saving %s after %d races", key, SAVE_ATTEMPTS)
         return None
 
     # -- the result buttons --
 
-    def result_action(self, client: WebClient, key: SessionKey, user: str, action: str, delivery_id: str | None) -> None:
+    def result_action(
+        self, client: WebClient, key: SessionKey, user: str, action: str, delivery_id: str | None
+    ) -> None:
         """Approve and run / Edit an answer / Regenerate / Cancel, for the owner only."""
         if delivery_id is not None and not self.records.first_delivery(delivery_id):
             return
@@ -186,7 +203,9 @@ class WizardService:
         if stored is None:
             return
         if stored.owner != user:
-            self.poster.ephemeral(client, key, user, f"Only <@{stored.owner}> can do that in this wizard.")
+            self.poster.ephemeral(
+                client, key, user, f"Only <@{stored.owner}> can do that in this wizard."
+            )
             return
         if action == "result_edit":
             self.handle(client, Incoming(key, user, Reply(text="edit"), None))
@@ -194,24 +213,36 @@ class WizardService:
             self.handle(client, Incoming(key, user, Reply(text="cancel"), None))
         elif action == "result_regenerate":
             if stored.session.status != "complete":
-                self.poster.post(client, key, _text("Answer the open question first, then regenerate."))
+                self.poster.post(
+                    client, key, _text("Answer the open question first, then regenerate.")
+                )
                 return
             self.results.deliver(client, key, stored.session.answers)
         elif action == "result_approve":
             with self._locks.hold(key):  # two quick clicks must not start two GPU jobs
                 self._approve(client, key, stored, user)
 
-    def _approve(self, client: WebClient, key: SessionKey, stored: StoredSession, user: str) -> None:
+    def _approve(
+        self, client: WebClient, key: SessionKey, stored: StoredSession, user: str
+    ) -> None:
         if stored.session.status != "complete":
-            self.poster.post(client, key, _text("There is no finished script to approve in this thread yet."))
+            self.poster.post(
+                client, key, _text("There is no finished script to approve in this thread yet.")
+            )
             return
         latest = self.results.latest_script(key, stored.session.answers)
         if latest is None:
-            self.poster.post(client, key, _text("The script is not on this host any more: press Regenerate first."))
+            self.poster.post(
+                client,
+                key,
+                _text("The script is not on this host any more: press Regenerate first."),
+            )
             return
         path, script = latest
         if self.runs is not None:
-            refusal = self.runs.may_approve(key, user, stored.owner) or self.runs.already_running(key, script)
+            refusal = self.runs.may_approve(key, user, stored.owner) or self.runs.already_running(
+                key, script
+            )
             if refusal:
                 self.poster.ephemeral(client, key, user, refusal)
                 return
@@ -241,7 +272,9 @@ class WizardService:
             self.poster.post(
                 client,
                 key,
-                _text(f":zzz: This wizard expired after {hours:g} hours without an answer. Start a new one with `/train-rl`."),
+                _text(
+                    f":zzz: This wizard expired after {hours:g} hours without an answer. Start a new one with `/train-rl`."
+                ),
             )
         return expired
 
@@ -251,7 +284,8 @@ def _is_repeat_click(session: Session, reply: Reply) -> bool:
         reply.step_id is not None
         and reply.value is not None
         and session.answers.get(reply.step_id) == reply.value
-        and FLOWS[session.flow].next_step(session.answers) is not FLOWS[session.flow].step(reply.step_id)
+        and FLOWS[session.flow].next_step(session.answers)
+        is not FLOWS[session.flow].step(reply.step_id)
     )
 
 
@@ -259,7 +293,9 @@ def _text(text: str) -> SlackMessage:
     return SlackMessage(clip(text, 3_900), sections(text)[:50])
 
 
-def attachment_from_file(client: WebClient, file: Mapping[str, object], max_bytes: int) -> Attachment | str:
+def attachment_from_file(
+    client: WebClient, file: Mapping[str, object], max_bytes: int
+) -> Attachment | str:
     """Download a file a user dropped in the thread (bot token as bearer); an error text otherwise."""
     name = str(file.get("name") or "file")
     size = file.get("size")
@@ -286,6 +322,10 @@ def attachment_from_file(client: WebClient, file: Mapping[str, object], max_byte
 def notify_error(client: WebClient, key: SessionKey, poster: ThreadPoster) -> None:
     """Something of ours broke while handling a reply: say so instead of going silent."""
     try:
-        poster.post(client, key, _text(":x: Something went wrong on my side; your answers are saved. Try again."))
+        poster.post(
+            client,
+            key,
+            _text(":x: Something went wrong on my side; your answers are saved. Try again."),
+        )
     except SlackApiError:
         log.exception("could not report an error to %s", key)

@@ -123,7 +123,10 @@ def advance(flow: Flow, session: Session, reply: Reply) -> Turn:
     if too_big:
         return _reask(flow, session, too_big)
     if session.status == "cancelled":
-        return Turn(session, (Notice("This session was cancelled: start a new one to train something else."),))
+        return Turn(
+            session,
+            (Notice("This session was cancelled: start a new one to train something else."),),
+        )
 
     if reply.value is None:
         command_turn = _run_command(flow, session, reply.text.strip())
@@ -145,7 +148,9 @@ def advance(flow: Flow, session: Session, reply: Reply) -> Turn:
     if step is None:  # an active session with nothing left to ask: finish it
         return _complete(flow, session, ())
     if reply.step_id is not None and reply.step_id != step.id:
-        return _reask(flow, session, "That button belongs to an earlier question. This is the open one:")
+        return _reask(
+            flow, session, "That button belongs to an earlier question. This is the open one:"
+        )
 
     secret = _secret_in(reply)
     if secret:
@@ -243,7 +248,9 @@ def _match_option(step: Choice, options: tuple[OptionView, ...], text: str) -> O
             return option
     if step.other is not None:
         return None  # "openai/gpt-5" is another model, not a prefix of "openai/gpt-5.4"
-    starts = [o for o in step.options if o.label.lower().startswith(wanted) or o.value.startswith(wanted)]
+    starts = [
+        o for o in step.options if o.label.lower().startswith(wanted) or o.value.startswith(wanted)
+    ]
     return starts[0] if len(starts) == 1 and len(wanted) >= 3 else None
 
 
@@ -524,7 +531,9 @@ def _question(flow: Flow, session: Session, step: AnyStep) -> Question:
         if step.default is not None:
             hint = f"Reply `default` for {step.default_label or 'the default'}."
         if step.accepts_files:
-            hint = (hint + f" You can also upload a {' or '.join(step.accepts_files)} file.").strip()
+            hint = (
+                hint + f" You can also upload a {' or '.join(step.accepts_files)} file."
+            ).strip()
     if step.id in session.previous:
         text += f"\n(Current answer: {shown_answer(step, session.previous[step.id])}. Reply `keep` to keep it.)"
     return Question(step.id, text, kind, options, hint, position, len(active))
@@ -561,7 +570,9 @@ def shown_answer(step: AnyStep, value: Any) -> str:
 def status_text(flow: Flow, session: Session) -> str:
     """Answers so far and what comes next."""
     active = flow.active_steps(session.answers)
-    lines = [f"*Status:* {session.status}, {len([s for s in active if s.id in session.answers])} of {len(active)} questions answered."]
+    lines = [
+        f"*Status:* {session.status}, {len([s for s in active if s.id in session.answers])} of {len(active)} questions answered."
+    ]
     for step in active:
         if step.id in session.answers:
             lines.append(f"• {step.name}: {shown_answer(step, session.answers[step.id])}")
@@ -590,7 +601,9 @@ def _secret_in(reply: Reply) -> str | None:
     if found:
         return found
     for attachment in reply.attachments:
-        found = looks_like_secret(attachment.content[:MAX_ATTACHMENT_BYTES].decode("utf-8", "replace"))
+        found = looks_like_secret(
+            attachment.content[:MAX_ATTACHMENT_BYTES].decode("utf-8", "replace")
+        )
         if found:
             return found
     return None

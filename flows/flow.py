@@ -110,9 +110,13 @@ def _validate(flow: Flow) -> None:
 def _validate_choice(flow: Flow, step: Choice) -> None:
     values = [option.value for option in step.options]
     if len(values) < 2:
-        raise FlowDefinitionError(f"flow {flow.id!r}: choice {step.id!r} needs at least two options")
+        raise FlowDefinitionError(
+            f"flow {flow.id!r}: choice {step.id!r} needs at least two options"
+        )
     if len(set(values)) != len(values):
-        raise FlowDefinitionError(f"flow {flow.id!r}: choice {step.id!r} has duplicate option values")
+        raise FlowDefinitionError(
+            f"flow {flow.id!r}: choice {step.id!r} has duplicate option values"
+        )
     for option in step.options:
         # Slack's limits: button text 75 chars, value 2,000; short ids keep action ids small.
         if len(option.label) > 75 or not option.value or len(option.value) > 64:

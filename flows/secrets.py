@@ -9,7 +9,10 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("an Anthropic API key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}")),
     ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     ("a Slack app token", re.compile(r"\bxapp-\d-[A-Za-z0-9-]{10,}")),
-    ("a GitHub token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{40,}")),
+    (
+        "a GitHub token",
+        re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,}|\bgithub_pat_[A-Za-z0-9_]{40,}"),
+    ),
     ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
     ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),

@@ -53,17 +53,27 @@ def _prompt_field(answers: Answers) -> str | None:
 
 
 def _rows_display(rows: Any) -> str:
-    return f"{len(rows)} scenario{'s' if len(rows) != 1 else ''}" if isinstance(rows, list) else str(rows)
+    return (
+        f"{len(rows)} scenario{'s' if len(rows) != 1 else ''}"
+        if isinstance(rows, list)
+        else str(rows)
+    )
 
 
 def _code_display(code: Any) -> str:
     text = code.get("code", "") if isinstance(code, dict) else str(code)
     lines = text.strip().splitlines()
-    return f"{len(lines)} line{'s' if len(lines) != 1 else ''} of code" if len(lines) > 1 else text[:200]
+    return (
+        f"{len(lines)} line{'s' if len(lines) != 1 else ''} of code"
+        if len(lines) > 1
+        else text[:200]
+    )
 
 
 def _tools_display(tools: Any) -> str:
-    return ", ".join(t["function"]["name"] for t in tools) if isinstance(tools, list) else str(tools)
+    return (
+        ", ".join(t["function"]["name"] for t in tools) if isinstance(tools, list) else str(tools)
+    )
 
 
 def _tool_code(value: str, answers: Answers) -> str:
@@ -74,12 +84,18 @@ def _tool_code(value: str, answers: Answers) -> str:
         name = tool["function"]["name"]
         function = functions.get(name)
         if function is None:
-            raise InvalidAnswer(f"The tool code must define a top-level function `{name}` (one per tool).")
-        params = {a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs}
+            raise InvalidAnswer(
+                f"The tool code must define a top-level function `{name}` (one per tool)."
+            )
+        params = {
+            a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs
+        }
         wanted = set(tool["function"]["parameters"].get("properties", {}))
         if function.args.kwarg is None and not wanted <= params:
             missing = ", ".join(sorted(wanted - params))
-            raise InvalidAnswer(f"`{name}` must accept the tool's parameters by name; missing: {missing}.")
+            raise InvalidAnswer(
+                f"`{name}` must accept the tool's parameters by name; missing: {missing}."
+            )
     return v.code_block({}, "tool code")(value, answers)
 
 
@@ -112,7 +128,9 @@ def _check_val_fraction(value: float, answers: Answers) -> float:
 
 
 def _val_fraction(value: str, answers: Answers) -> float:
-    return _check_val_fraction(v.float_in(0.0, 1.0, low_open=True, high_open=True)(value, answers), answers)
+    return _check_val_fraction(
+        v.float_in(0.0, 1.0, low_open=True, high_open=True)(value, answers), answers
+    )
 
 
 def _check_iteration(value: str, answers: Answers) -> None:
@@ -131,7 +149,9 @@ TRAIN_RL = Flow(
             "Can an episode of your task be recreated from the same initial state, again and again?",
             options=(
                 Option("yes", "Episodes can be recreated", "From the same initial state"),
-                Option("static", "Only logged or static scenarios", "Live humans or mutable systems"),
+                Option(
+                    "static", "Only logged or static scenarios", "Live humans or mutable systems"
+                ),
                 Option("unsure", "Not sure", explain=REPLAYABLE_RULE),
             ),
             help="Whether your environment can be reset and replayed decides between multi-turn RL and single-turn training.",
@@ -204,7 +224,7 @@ TRAIN_RL = Flow(
             accepts_files=(".py",),
             display=_code_display,
             help="Python code, sent on purpose: it goes into the script as it is, after it parses.",
-            example="def generate_scenario(rng):\n    a, b = rng.randint(1, 99), rng.randint(1, 99)\n    return {\"prompt\": f\"What is {a} + {b}?\", \"answer\": str(a + b)}",
+            example='def generate_scenario(rng):\n    a, b = rng.randint(1, 99), rng.randint(1, 99)\n    return {"prompt": f"What is {a} + {b}?", "answer": str(a + b)}',
             title="generator",
         ),
         Text(
@@ -221,7 +241,10 @@ TRAIN_RL = Flow(
         Choice(
             "uses_tools",
             "Does the agent use tool calling?",
-            options=(Option("yes", "Yes, it calls tools"), Option("no", "No, it plays an environment")),
+            options=(
+                Option("yes", "Yes, it calls tools"),
+                Option("no", "No, it plays an environment"),
+            ),
             when=is_("turns", "multi"),
             title="tool use",
         ),
@@ -251,11 +274,13 @@ TRAIN_RL = Flow(
             "Paste the tool implementations: one Python function per tool, named like the tool, taking its parameters by name.",
             parse=_tool_code,
             kind="code",
-            when=all_of(is_("turns", "multi"), is_("uses_tools", "yes"), is_("tool_execution", "local")),
+            when=all_of(
+                is_("turns", "multi"), is_("uses_tools", "yes"), is_("tool_execution", "local")
+            ),
             accepts_files=(".py",),
             display=_code_display,
             help="Functions may be sync or async and return anything printable; an exception becomes an error message the agent sees.",
-            example="def search(query: str) -> str:\n    return DOCS.get(query, \"no match\")",
+            example='def search(query: str) -> str:\n    return DOCS.get(query, "no match")',
             title="tool code",
         ),
         Text(
@@ -263,7 +288,9 @@ TRAIN_RL = Flow(
             "The URL for each tool, one `tool_name: https://...` per line (or a JSON object).",
             parse=v.tool_urls,
             kind="text",
-            when=all_of(is_("turns", "multi"), is_("uses_tools", "yes"), is_("tool_execution", "http")),
+            when=all_of(
+                is_("turns", "multi"), is_("uses_tools", "yes"), is_("tool_execution", "http")
+            ),
             help="The script POSTs each call's arguments as JSON to the tool's URL and gives the response text to the agent.",
             example="search: https://tools.internal/search",
             title="tool URLs",
@@ -277,7 +304,7 @@ TRAIN_RL = Flow(
             accepts_files=(".py",),
             display=_code_display,
             help="Each turn the agent gets render_observation(game) and answers with its action as text; apply_action applies it. I won't invent game logic: it comes from you.",
-            example="def create_game(scenario):\n    return {\"target\": scenario[\"target\"], \"guesses\": [], \"won\": False}\n\ndef render_observation(game):\n    return f\"Guess a number from 1 to 10. Guesses so far: {game['guesses']}\"\n\ndef apply_action(game, action):\n    guess = int(action.strip())\n    game[\"guesses\"].append(guess)\n    game[\"won\"] = guess == game[\"target\"]\n\ndef is_finished(game):\n    return game[\"won\"] or len(game[\"guesses\"]) >= 5",
+            example='def create_game(scenario):\n    return {"target": scenario["target"], "guesses": [], "won": False}\n\ndef render_observation(game):\n    return f"Guess a number from 1 to 10. Guesses so far: {game[\'guesses\']}"\n\ndef apply_action(game, action):\n    guess = int(action.strip())\n    game["guesses"].append(guess)\n    game["won"] = guess == game["target"]\n\ndef is_finished(game):\n    return game["won"] or len(game["guesses"]) >= 5',
         ),
         Text(
             "episode_end",
@@ -310,7 +337,9 @@ TRAIN_RL = Flow(
             ),
             recommend=lambda a: "ruler",
             recommend_reads=(),
-            recommend_reason=lambda a: "Choose programmatic only when correctness is robustly checkable with code; custom only when the task genuinely mixes reward sources.",
+            recommend_reason=lambda a: (
+                "Choose programmatic only when correctness is robustly checkable with code; custom only when the task genuinely mixes reward sources."
+            ),
             help="RULER for open-ended answers and tool use; programmatic when code can check correctness (exact answers, game outcomes); custom mixes both.",
         ),
         Text(
@@ -434,7 +463,10 @@ TRAIN_RL = Flow(
             "Validate every how many training steps?",
             parse=v.int_in(1, 10_000),
             kind="number",
-            when=any_of(is_("val_split", "held_out", "separate"), is_("val_generated", "generated", "separate")),
+            when=any_of(
+                is_("val_split", "held_out", "separate"),
+                is_("val_generated", "generated", "separate"),
+            ),
             default=lambda a: 10,
             default_label="every 10 steps",
             help="Validation also runs after the last step.",
@@ -446,7 +478,10 @@ TRAIN_RL = Flow(
             "At most how many validation scenarios per validation run?",
             parse=v.int_in(1, 1_000),
             kind="number",
-            when=any_of(is_("val_split", "held_out", "separate"), is_("val_generated", "generated", "separate")),
+            when=any_of(
+                is_("val_split", "held_out", "separate"),
+                is_("val_generated", "generated", "separate"),
+            ),
             default=lambda a: 8,
             default_label="8",
             help="A cap keeps validation cheap: each scenario costs one group of rollouts.",
@@ -498,12 +533,49 @@ TRAIN_RL = Flow(
             "Which hyperparameter do you want to change? Pick one, give its value; `done` when finished.",
             when=is_("hyperparameters", "customize"),
             fields=(
-                SettingField("learning_rate", "Learning rate", v.float_in(1e-8, 1e-2), DEFAULT_HYPERPARAMETERS["learning_rate"], hint="From 1e-8 to 1e-2."),
-                SettingField("rollouts_per_group", "Rollouts per group", v.int_in(2, 64), DEFAULT_HYPERPARAMETERS["rollouts_per_group"], hint="2 to 64: GRPO compares rollouts within a group, so it needs at least 2."),
-                SettingField("groups_per_step", "Groups per step", v.int_in(1, 64), DEFAULT_HYPERPARAMETERS["groups_per_step"], hint="1 to 64 scenarios per training step."),
-                SettingField("num_steps", "Training steps (open-ended loop)", v.int_in(1, 100_000), DEFAULT_HYPERPARAMETERS["num_steps"], hint="1 to 100000."),
-                SettingField("num_epochs", "Epochs (dataset loop)", v.int_in(1, 1_000), DEFAULT_HYPERPARAMETERS["num_epochs"], hint="1 to 1000."),
-                SettingField("gpu_memory_utilization", "GPU memory utilization", v.float_in(0.1, 0.95), DEFAULT_HYPERPARAMETERS["gpu_memory_utilization"], when=is_("backend", "local"), hint="0.1 to 0.95; lower it after a CUDA out-of-memory error."),
+                SettingField(
+                    "learning_rate",
+                    "Learning rate",
+                    v.float_in(1e-8, 1e-2),
+                    DEFAULT_HYPERPARAMETERS["learning_rate"],
+                    hint="From 1e-8 to 1e-2.",
+                ),
+                SettingField(
+                    "rollouts_per_group",
+                    "Rollouts per group",
+                    v.int_in(2, 64),
+                    DEFAULT_HYPERPARAMETERS["rollouts_per_group"],
+                    hint="2 to 64: GRPO compares rollouts within a group, so it needs at least 2.",
+                ),
+                SettingField(
+                    "groups_per_step",
+                    "Groups per step",
+                    v.int_in(1, 64),
+                    DEFAULT_HYPERPARAMETERS["groups_per_step"],
+                    hint="1 to 64 scenarios per training step.",
+                ),
+                SettingField(
+                    "num_steps",
+                    "Training steps (open-ended loop)",
+                    v.int_in(1, 100_000),
+                    DEFAULT_HYPERPARAMETERS["num_steps"],
+                    hint="1 to 100000.",
+                ),
+                SettingField(
+                    "num_epochs",
+                    "Epochs (dataset loop)",
+                    v.int_in(1, 1_000),
+                    DEFAULT_HYPERPARAMETERS["num_epochs"],
+                    hint="1 to 1000.",
+                ),
+                SettingField(
+                    "gpu_memory_utilization",
+                    "GPU memory utilization",
+                    v.float_in(0.1, 0.95),
+                    DEFAULT_HYPERPARAMETERS["gpu_memory_utilization"],
+                    when=is_("backend", "local"),
+                    hint="0.1 to 0.95; lower it after a CUDA out-of-memory error.",
+                ),
             ),
             help="Pick a value to change by its number or name, then type the new value. Say `done` to keep the rest.",
             example="2",
@@ -516,7 +588,9 @@ TRAIN_RL = Flow(
                 Option("dataset", "Epochs over the fixed dataset", "iterate_dataset, resumable"),
                 Option("open_ended", "Open-ended step loop", "A fixed number of steps"),
             ),
-            recommend=lambda a: "open_ended" if a.get("scenario_source") == "generator" else "dataset",
+            recommend=lambda a: (
+                "open_ended" if a.get("scenario_source") == "generator" else "dataset"
+            ),
             recommend_reads=("scenario_source",),
             check=_check_iteration,
         ),

@@ -85,7 +85,9 @@ def int_in(low: int, high: int) -> Parse:
         if number != int(number):
             raise InvalidAnswer(f"{value.strip()} is not a whole number.")
         if not low <= number <= high:
-            raise InvalidAnswer(f"{int(number)} is out of range: give a number from {low} to {high}.")
+            raise InvalidAnswer(
+                f"{int(number)} is out of range: give a number from {low} to {high}."
+            )
         return int(number)
 
     return parse
@@ -101,7 +103,9 @@ def float_in(low: float, high: float, *, low_open: bool = False, high_open: bool
         if too_low or too_high:
             left = "(" if low_open else "["
             right = ")" if high_open else "]"
-            raise InvalidAnswer(f"{number:g} is out of range: it must be in {left}{low:g}, {high:g}{right}.")
+            raise InvalidAnswer(
+                f"{number:g} is out of range: it must be in {left}{low:g}, {high:g}{right}."
+            )
         return number
 
     return parse
@@ -242,9 +246,17 @@ def tool_schemas(value: str, answers: Answers) -> list[dict[str, Any]]:
             raise InvalidAnswer(f"Tool {index} is not a JSON object.")
         function = raw.get("function", raw) if raw.get("type", "function") == "function" else None
         if not isinstance(function, dict):
-            raise InvalidAnswer(f'Tool {index}: "type" must be "function" with a "function" object.')
+            raise InvalidAnswer(
+                f'Tool {index}: "type" must be "function" with a "function" object.'
+            )
         name = function.get("name")
-        if not isinstance(name, str) or not IDENTIFIER.match(name) or keyword.iskeyword(name) or name.startswith("__") or len(name) > 64:
+        if (
+            not isinstance(name, str)
+            or not IDENTIFIER.match(name)
+            or keyword.iskeyword(name)
+            or name.startswith("__")
+            or len(name) > 64
+        ):
             raise InvalidAnswer(
                 f"Tool {index}: the name {json.dumps(name)[:70]} must be a Python identifier "
                 "(letters, digits, underscores; not a keyword; at most 64 characters)."
@@ -258,13 +270,19 @@ def tool_schemas(value: str, answers: Answers) -> list[dict[str, Any]]:
         names.add(name)
         description = function.get("description")
         if not isinstance(description, str) or not description.strip():
-            raise InvalidAnswer(f"Tool “{name}” needs a non-empty \"description\": the model reads it.")
+            raise InvalidAnswer(
+                f'Tool “{name}” needs a non-empty "description": the model reads it.'
+            )
         parameters = function.get("parameters", {"type": "object", "properties": {}})
         _check_parameters(name, parameters)
         tools.append(
             {
                 "type": "function",
-                "function": {"name": name, "description": description.strip(), "parameters": parameters},
+                "function": {
+                    "name": name,
+                    "description": description.strip(),
+                    "parameters": parameters,
+                },
             }
         )
     return tools
@@ -272,13 +290,17 @@ def tool_schemas(value: str, answers: Answers) -> list[dict[str, Any]]:
 
 def _check_parameters(name: str, parameters: Any) -> None:
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
-        raise InvalidAnswer(f'Tool “{name}”: "parameters" must be a JSON-Schema object ({{"type": "object", ...}}).')
+        raise InvalidAnswer(
+            f'Tool “{name}”: "parameters" must be a JSON-Schema object ({{"type": "object", ...}}).'
+        )
     properties = parameters.get("properties", {})
     if not isinstance(properties, dict):
         raise InvalidAnswer(f'Tool “{name}”: "properties" must be an object.')
     for prop, schema in properties.items():
         if not IDENTIFIER.match(prop) or keyword.iskeyword(prop):
-            raise InvalidAnswer(f"Tool “{name}”: parameter “{prop[:40]}” must be a Python identifier.")
+            raise InvalidAnswer(
+                f"Tool “{name}”: parameter “{prop[:40]}” must be a Python identifier."
+            )
         if not isinstance(schema, dict):
             raise InvalidAnswer(f"Tool “{name}”: parameter “{prop}” needs a schema object.")
     required = parameters.get("required", [])
@@ -306,7 +328,9 @@ def tool_urls(value: str, answers: Answers) -> dict[str, str]:
             pairs[name.strip()] = url.strip()
     unknown = sorted(set(pairs) - set(names))
     if unknown:
-        raise InvalidAnswer(f"There is no tool named {', '.join(unknown)[:200]}; the tools are {', '.join(names)}.")
+        raise InvalidAnswer(
+            f"There is no tool named {', '.join(unknown)[:200]}; the tools are {', '.join(names)}."
+        )
     missing = [n for n in names if n not in pairs]
     if missing:
         raise InvalidAnswer(f"Give a URL for every tool; missing: {', '.join(missing)}.")
@@ -319,7 +343,9 @@ def tool_urls(value: str, answers: Answers) -> dict[str, str]:
 def python_module(value: str, what: str = "code") -> ast.Module:
     """Parse user code that is meant to be code; errors say where."""
     if len(value) > MAX_CODE_CHARS:
-        raise InvalidAnswer(f"That {what} is {len(value):,} characters; the limit is {MAX_CODE_CHARS:,}.")
+        raise InvalidAnswer(
+            f"That {what} is {len(value):,} characters; the limit is {MAX_CODE_CHARS:,}."
+        )
     if "\x00" in value:
         raise InvalidAnswer(f"That {what} contains a NUL character.")
     try:

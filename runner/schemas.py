@@ -78,12 +78,18 @@ class JobSubmission(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     script: str = Field(min_length=1, max_length=MAX_SCRIPT_BYTES)
-    script_name: str = Field(default="rl_train.py", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\.py$")
+    script_name: str = Field(
+        default="rl_train.py", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\.py$"
+    )
     idempotency_key: str = Field(min_length=8, max_length=200)
     backend: Literal["local", "serverless"] = "local"
     required_env: list[str] = Field(default_factory=list, max_length=32)
-    args: list[str] = Field(default_factory=list, max_length=64, description="extra script arguments")
-    metadata: dict[str, str] = Field(default_factory=dict, description="e.g. team, channel, thread, session")
+    args: list[str] = Field(
+        default_factory=list, max_length=64, description="extra script arguments"
+    )
+    metadata: dict[str, str] = Field(
+        default_factory=dict, description="e.g. team, channel, thread, session"
+    )
     resume_from_job: str | None = Field(
         default=None,
         max_length=64,

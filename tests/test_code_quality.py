@@ -11,11 +11,18 @@ BIN = Path(sys.executable).parent
 
 
 def run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / tool), *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [str(BIN / tool), *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_ruff_finds_nothing() -> None:
     result = run("ruff", "check", "--no-cache", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_changes_nothing() -> None:
+    result = run("ruff", "format", "--check", "--no-cache", ".")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

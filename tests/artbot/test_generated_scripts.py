@@ -26,22 +26,47 @@ def extra_variants(data_dir: Path) -> dict[str, dict[str, Any]]:
     train_file.write_text("\n".join(json.dumps(r) for r in MATH_ROWS[:6]) + "\n")
     val_file.write_text("\n".join(json.dumps(r) for r in MATH_ROWS[6:]) + "\n")
     generator = answers_for("single", "programmatic", "open_ended", "local", False)
-    generator.update(scenario_source="generator", scenario_generator=GENERATOR, val_generated="generated",
-                     val_every=2, val_max_groups=2)
+    generator.update(
+        scenario_source="generator",
+        scenario_generator=GENERATOR,
+        val_generated="generated",
+        val_every=2,
+        val_max_groups=2,
+    )
     for key in ("scenario_rows", "train_split", "val_split"):
         generator.pop(key)
     files = answers_for("single", "ruler", "dataset", "serverless", False)
-    files.update(scenario_source="runner_file", scenarios_path=str(train_file), train_split="separate",
-                 train_source=str(train_file), val_split="separate", val_source=str(val_file),
-                 val_every=1, val_max_groups=2)
+    files.update(
+        scenario_source="runner_file",
+        scenarios_path=str(train_file),
+        train_split="separate",
+        train_source=str(train_file),
+        val_split="separate",
+        val_source=str(val_file),
+        val_every=1,
+        val_max_groups=2,
+    )
     files.pop("scenario_rows")
     fraction = answers_for("game", "programmatic", "open_ended", "local", True)
-    fraction.update(train_split="fraction", train_fraction=0.5, hyperparameters="customize",
-                    hyperparameter_values={"rollouts_per_group": 3, "learning_rate": 2e-5, "gpu_memory_utilization": 0.5})
+    fraction.update(
+        train_split="fraction",
+        train_fraction=0.5,
+        hyperparameters="customize",
+        hyperparameter_values={
+            "rollouts_per_group": 3,
+            "learning_rate": 2e-5,
+            "gpu_memory_utilization": 0.5,
+        },
+    )
     http_tools = answers_for("tools", "ruler", "dataset", "local", True)
     http_tools.update(tool_execution="http", tool_urls={"add": "http://127.0.0.1:9/add"})
     http_tools.pop("tool_code")
-    return {"generator": generator, "runner-files": files, "fractions-custom-hp": fraction, "http-tools": http_tools}
+    return {
+        "generator": generator,
+        "runner-files": files,
+        "fractions-custom-hp": fraction,
+        "http-tools": http_tools,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +89,12 @@ def test_every_variant_passes_check(rendered: dict[str, Path]) -> None:
     assert not failures, "\n".join(failures)
 
 
-DRYRUN_VARIANTS = [variant_id(cell) for cell in matrix()] + ["generator", "runner-files", "fractions-custom-hp", "http-tools"]
+DRYRUN_VARIANTS = [variant_id(cell) for cell in matrix()] + [
+    "generator",
+    "runner-files",
+    "fractions-custom-hp",
+    "http-tools",
+]
 
 
 @pytest.mark.slow
@@ -85,14 +115,21 @@ def test_every_variant_passes_dryrun(rendered: dict[str, Path], name: str, tmp_p
     [
         ({"kind": "expression", "code": "1.0 / 0"}, "ZeroDivisionError"),
         (
-            {"kind": "function", "code": "def compute_reward(scenario, answer, trajectory):\n"
-             "    trajectory.metrics['verdict'] = 'right'\n    return 1.0\n"},
+            {
+                "kind": "function",
+                "code": "def compute_reward(scenario, answer, trajectory):\n"
+                "    trajectory.metrics['verdict'] = 'right'\n    return 1.0\n",
+            },
             "metrics must be numbers or bools",
         ),
     ],
 )
-def test_a_broken_reward_is_caught_by_the_dry_run(reward_code: dict[str, str], expected: str, tmp_path: Path) -> None:
-    answers = answers_for("single", "programmatic", "dataset", "local", False, reward_logic=reward_code)
+def test_a_broken_reward_is_caught_by_the_dry_run(
+    reward_code: dict[str, str], expected: str, tmp_path: Path
+) -> None:
+    answers = answers_for(
+        "single", "programmatic", "dataset", "local", False, reward_logic=reward_code
+    )
     script = tmp_path / "rl_train.py"
     script.write_text(render_script(answers))
     report = dryrun_script(script, workdir=tmp_path / "run")
@@ -101,12 +138,18 @@ def test_a_broken_reward_is_caught_by_the_dry_run(reward_code: dict[str, str], e
 
 
 @pytest.mark.slow
-def test_the_dry_run_warns_when_checkpoints_are_ranked_by_a_metric_never_logged(tmp_path: Path) -> None:
+def test_the_dry_run_warns_when_checkpoints_are_ranked_by_a_metric_never_logged(
+    tmp_path: Path,
+) -> None:
     script = render_script(answers_for("single", "programmatic", "dataset", "local", False))
     ranked_by_train = tmp_path / "ranked.py"
     ranked_by_train.write_text(script)
     by_default = tmp_path / "default.py"
-    by_default.write_text(script.replace('delete_checkpoints(best_checkpoint_metric="train/reward")', "delete_checkpoints()"))
+    by_default.write_text(
+        script.replace(
+            'delete_checkpoints(best_checkpoint_metric="train/reward")', "delete_checkpoints()"
+        )
+    )
     assert by_default.read_text() != script
     quiet = dryrun_script(ranked_by_train, workdir=tmp_path / "a")
     warned = dryrun_script(by_default, workdir=tmp_path / "b")

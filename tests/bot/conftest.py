@@ -50,7 +50,10 @@ def fake() -> Iterator[FakeSlack]:
         "sqlite",
         pytest.param(
             "postgres",
-            marks=[pytest.mark.postgres, pytest.mark.skipif(not POSTGRES_URL, reason="ARTBOT_TEST_POSTGRES_URL is not set")],
+            marks=[
+                pytest.mark.postgres,
+                pytest.mark.skipif(not POSTGRES_URL, reason="ARTBOT_TEST_POSTGRES_URL is not set"),
+            ],
         ),
     ]
 )
@@ -156,18 +159,32 @@ class SlackUser:
                 return
 
     def bot_messages(self) -> list[Message]:
-        return [m for m in self.fake.thread(self.channel, self.thread) if m.bot_id and m.ts != self.thread]
+        return [
+            m
+            for m in self.fake.thread(self.channel, self.thread)
+            if m.bot_id and m.ts != self.thread
+        ]
 
     def command(self, text: str = "") -> str:
         before = len(self.fake.messages(self.channel))
-        assert self.bot.dispatch(slash_command(text=text, user_id=self.user, channel_id=self.channel)) == 200
+        assert (
+            self.bot.dispatch(slash_command(text=text, user_id=self.user, channel_id=self.channel))
+            == 200
+        )
         self.fake.wait_for(lambda f: any(m.is_reply for m in f.messages(self.channel)[before:]))
         self.settle()
         parents = [m for m in self.fake.messages(self.channel)[before:] if not m.is_reply]
         self.thread = parents[0].ts
         return self.thread
 
-    def reply(self, text: str, *, event_id: str | None = None, retry_num: int | None = None, wait: bool = True) -> int:
+    def reply(
+        self,
+        text: str,
+        *,
+        event_id: str | None = None,
+        retry_num: int | None = None,
+        wait: bool = True,
+    ) -> int:
         count = len(self.bot_messages())
         event = message_event(text, channel=self.channel, user=self.user, thread_ts=self.thread)
         status = self.bot.dispatch(event_callback(event, event_id=event_id, retry_num=retry_num))
@@ -200,7 +217,9 @@ class SlackUser:
                     )
                     status = self.bot.dispatch(request)
                     if wait:
-                        self.fake.wait_for(lambda f, before=count: len(self.bot_messages()) > before)
+                        self.fake.wait_for(
+                            lambda f, before=count: len(self.bot_messages()) > before
+                        )
                         self.settle()
                     return status
         raise AssertionError(f"no button {label!r} on {message.text!r}")

@@ -32,7 +32,10 @@ def free_port() -> int:
 
 @pytest.fixture
 def gpu_host(make_runner: RunnerFactory) -> Iterator[Runner]:
-    yield make_runner(environ=job_environ(OPENAI_API_KEY="sk-test-not-real"), command=f"{{python}} {STAND_IN} {{script}}")
+    yield make_runner(
+        environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
+        command=f"{{python}} {STAND_IN} {{script}}",
+    )
 
 
 def runs_of(user: SlackUser) -> RunService:
@@ -57,7 +60,9 @@ def finished_wizard(make_bot: BotFactory, fake: FakeSlack, runner_url: str) -> S
     user = SlackUser(make_bot(ARTBOT_RUNNER_URL=runner_url, ARTBOT_RUNNER_TOKEN=TOKEN))
     user.command()
     answer_single_turn_ruler(user)
-    fake.wait_for(lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60)
+    fake.wait_for(
+        lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60
+    )
     return user
 
 
@@ -77,7 +82,11 @@ def test_an_approved_script_trains_and_its_progress_plot_and_result_reach_the_th
     assert any(t.startswith(":rocket: Training started") for t in texts)
     assert any("Validation at step 2: val/reward = 0.100" in t for t in texts)
     final = next(t for t in texts if "Training finished at step 4" in t)
-    assert f"<@{USER_ID}>" in final and "m1@4" in final and "curl http://127.0.0.1:8000/v1/chat/completions" in final
+    assert (
+        f"<@{USER_ID}>" in final
+        and "m1@4" in final
+        and "curl http://127.0.0.1:8000/v1/chat/completions" in final
+    )
     card = fake.message(user.channel, run.card_ts)
     assert card is not None and "succeeded" in card.text and "val/reward 0.200" in card.text
     assert not any(b.get("type") == "actions" for b in card.blocks or [])  # no Cancel once finished
@@ -98,7 +107,10 @@ def test_a_cuda_oom_offers_a_retry_with_lower_gpu_memory_that_then_succeeds(
     user.click("Approve and run")
     follow_until_finished(user)
     failure = next(m for m in user.bot_messages() if "Training failed" in m.text)
-    assert f"<@{USER_ID}>" in failure.text and "gpu_memory_utilization" in failure.text.lower().replace("-", "_")
+    assert (
+        f"<@{USER_ID}>" in failure.text
+        and "gpu_memory_utilization" in failure.text.lower().replace("-", "_")
+    )
     user.click("Retry with lower GPU memory")
     follow_until_finished(user)
     first, retried = runs_of(user).runs.for_thread(user.key)
@@ -106,7 +118,9 @@ def test_a_cuda_oom_offers_a_retry_with_lower_gpu_memory_that_then_succeeds(
     assert retried.args == ["--gpu-memory-utilization", "0.55"]
 
 
-def test_the_runner_down_then_up_loses_no_approval(make_bot: BotFactory, fake: FakeSlack, tmp_path: Path) -> None:
+def test_the_runner_down_then_up_loses_no_approval(
+    make_bot: BotFactory, fake: FakeSlack, tmp_path: Path
+) -> None:
     port = free_port()
     user = finished_wizard(make_bot, fake, f"http://127.0.0.1:{port}")
     user.click("Approve and run")
@@ -118,7 +132,9 @@ def test_the_runner_down_then_up_loses_no_approval(make_bot: BotFactory, fake: F
     runs.poll_once(user.bot.app.client)
     user.settle()
     assert sum("unreachable" in m.text for m in user.bot_messages()) == 1  # told once
-    settings = load_settings(runner_env(tmp_path / "gpu-host", command=f"{{python}} {STAND_IN} {{script}}"))
+    settings = load_settings(
+        runner_env(tmp_path / "gpu-host", command=f"{{python}} {STAND_IN} {{script}}")
+    )
     service = build_service(settings, environ=job_environ(OPENAI_API_KEY="sk-test-not-real"))
     with RunnerServer(service, TOKEN, port=port):  # the runner comes up where the bot expects it
         runs.runs.update(run.id, next_attempt_at=runs.runs.now())
@@ -128,7 +144,9 @@ def test_the_runner_down_then_up_loses_no_approval(make_bot: BotFactory, fake: F
     assert any("Training finished" in m.text for m in user.bot_messages())
 
 
-def test_cancel_from_the_status_card_stops_the_job(make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory) -> None:
+def test_cancel_from_the_status_card_stops_the_job(
+    make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
+) -> None:
     host = make_runner(
         environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
         command=f"{{python}} {STAND_IN} --mode slow {{script}}",
@@ -139,7 +157,9 @@ def test_cancel_from_the_status_card_stops_the_job(make_bot: BotFactory, fake: F
     assert run.card_ts is not None and run.job_id is not None
     intruder = SlackUser(user.bot, user="U0OTHER", thread=user.thread)
     intruder.click("Cancel", wait=False)
-    fake.wait_for(lambda f: any("Only <@" in m.text for m in f.ephemerals() if m.ephemeral_to == "U0OTHER"))
+    fake.wait_for(
+        lambda f: any("Only <@" in m.text for m in f.ephemerals() if m.ephemeral_to == "U0OTHER")
+    )
     user.click("Cancel")  # the status card is the latest message with a button
     follow_until_finished(user)
     [run] = runs_of(user).runs.for_thread(user.key)
@@ -151,7 +171,10 @@ def test_cancel_from_the_status_card_stops_the_job(make_bot: BotFactory, fake: F
 def test_a_bot_restart_mid_run_resumes_from_its_cursor_without_repeating(
     make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
 ) -> None:
-    host = make_runner(environ=job_environ(OPENAI_API_KEY="sk-test-not-real"), command=f"{{python}} {STAND_IN} --mode slow {{script}}")
+    host = make_runner(
+        environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
+        command=f"{{python}} {STAND_IN} --mode slow {{script}}",
+    )
     user = finished_wizard(make_bot, fake, host.base_url)
     user.click("Approve and run")
     runs = runs_of(user)
@@ -162,7 +185,9 @@ def test_a_bot_restart_mid_run_resumes_from_its_cursor_without_repeating(
         time.sleep(0.1)
     [before] = runs.runs.for_thread(user.key)
     assert before.cursor > 0
-    restarted = SlackUser(make_bot(ARTBOT_RUNNER_URL=host.base_url, ARTBOT_RUNNER_TOKEN=TOKEN), thread=user.thread)
+    restarted = SlackUser(
+        make_bot(ARTBOT_RUNNER_URL=host.base_url, ARTBOT_RUNNER_TOKEN=TOKEN), thread=user.thread
+    )
     follow_until_finished(restarted)
     texts = [m.text for m in restarted.bot_messages()]
     assert sum(t.startswith(":rocket: Training started") for t in texts) == 1
@@ -172,19 +197,39 @@ def test_a_bot_restart_mid_run_resumes_from_its_cursor_without_repeating(
     assert "Run 1:" in restarted.last_text() and "succeeded" in restarted.last_text()
     from tests.fakes.slack_requests import slash_command
 
-    restarted.bot.dispatch(slash_command(text="runs", user_id=USER_ID, response_url=fake.response_url()))
+    restarted.bot.dispatch(
+        slash_command(text="runs", user_id=USER_ID, response_url=fake.response_url())
+    )
     fake.wait_for(lambda f: any("Your training runs (1)" in str(r) for r in f.responses()))
 
 
-def test_a_double_click_on_approve_starts_one_job(make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory) -> None:
-    host = make_runner(environ=job_environ(OPENAI_API_KEY="sk-test-not-real"), command=f"{{python}} {STAND_IN} --mode slow {{script}}")
+def test_a_double_click_on_approve_starts_one_job(
+    make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
+) -> None:
+    host = make_runner(
+        environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
+        command=f"{{python}} {STAND_IN} --mode slow {{script}}",
+    )
     user = finished_wizard(make_bot, fake, host.base_url)
     message = next(m for m in reversed(user.bot_messages()) if m.text.startswith("What next?"))
-    element = next(e for b in message.blocks or [] if b["type"] == "actions" for e in b["elements"] if e["action_id"] == "result_approve")
+    element = next(
+        e
+        for b in message.blocks or []
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == "result_approve"
+    )
     from tests.fakes.slack_requests import block_actions
 
     clicks = [
-        block_actions("result_approve", element["value"], message_ts=message.ts, user_id=USER_ID, channel_id=user.channel, message=message.to_slack())
+        block_actions(
+            "result_approve",
+            element["value"],
+            message_ts=message.ts,
+            user_id=USER_ID,
+            channel_id=user.channel,
+            message=message.to_slack(),
+        )
         for _ in range(2)
     ]
     for click in clicks:

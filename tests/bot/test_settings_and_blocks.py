@@ -28,9 +28,18 @@ GOOD = {"SLACK_BOT_TOKEN": "xoxb-1-2", "SLACK_SIGNING_SECRET": "s3cret"}
     ("env", "message"),
     [
         ({}, "SLACK_BOT_TOKEN: missing (the bot token, xoxb-...)"),
-        ({**GOOD, "SLACK_BOT_TOKEN": "xoxp-user-token"}, "SLACK_BOT_TOKEN: must be a bot token starting with xoxb-"),
-        ({"SLACK_BOT_TOKEN": "xoxb-1"}, "set SLACK_SIGNING_SECRET (HTTP mode) or SLACK_APP_TOKEN (Socket Mode)"),
-        ({**GOOD, "SLACK_APP_TOKEN": "xoxb-wrong"}, "SLACK_APP_TOKEN: must be an app-level token starting with xapp-"),
+        (
+            {**GOOD, "SLACK_BOT_TOKEN": "xoxp-user-token"},
+            "SLACK_BOT_TOKEN: must be a bot token starting with xoxb-",
+        ),
+        (
+            {"SLACK_BOT_TOKEN": "xoxb-1"},
+            "set SLACK_SIGNING_SECRET (HTTP mode) or SLACK_APP_TOKEN (Socket Mode)",
+        ),
+        (
+            {**GOOD, "SLACK_APP_TOKEN": "xoxb-wrong"},
+            "SLACK_APP_TOKEN: must be an app-level token starting with xapp-",
+        ),
         ({**GOOD, "SLACK_API_URL": "slack.com/api"}, "SLACK_API_URL: must be an http(s) URL"),
         ({**GOOD, "PORT": "99999"}, "PORT:"),
         ({**GOOD, "ARTBOT_SESSION_IDLE_HOURS": "0"}, "ARTBOT_SESSION_IDLE_HOURS:"),
@@ -44,7 +53,9 @@ def test_bad_settings_say_what_is_wrong(env: dict[str, str], message: str) -> No
 
 
 def test_good_settings_keep_secrets_out_of_their_repr() -> None:
-    settings = load_settings({**GOOD, "SLACK_API_URL": "http://127.0.0.1:9/api", "SLACK_APP_TOKEN": "xapp-1-A-b"})
+    settings = load_settings(
+        {**GOOD, "SLACK_API_URL": "http://127.0.0.1:9/api", "SLACK_APP_TOKEN": "xapp-1-A-b"}
+    )
     assert settings.slack_api_url == "http://127.0.0.1:9/api/"
     assert settings.socket_mode
     assert "s3cret" not in repr(settings) and "xoxb-1-2" not in repr(settings)
@@ -52,7 +63,11 @@ def test_good_settings_keep_secrets_out_of_their_repr() -> None:
 
 def test_artbot_serve_refuses_to_start_without_settings() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "artbot.cli", "serve"], capture_output=True, text=True, timeout=60, env={"PATH": ""}
+        [sys.executable, "-m", "artbot.cli", "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": ""},
     )
     assert result.returncode == 2
     assert "SLACK_BOT_TOKEN: missing" in result.stderr
@@ -60,18 +75,24 @@ def test_artbot_serve_refuses_to_start_without_settings() -> None:
 
 def test_a_question_with_huge_text_and_long_labels_stays_within_limits() -> None:
     options = tuple(OptionView(f"v{i}", "x" * 200, "", i, i == 1) for i in range(1, 31))
-    question = Question("step", "q" * 10_000 + "\n" + "line\n" * 2000, "choice", options, "hint", 3, 20)
+    question = Question(
+        "step", "q" * 10_000 + "\n" + "line\n" * 2000, "choice", options, "hint", 3, 20
+    )
     message = question_message(question)
     assert block_errors(message.blocks) == []
     assert len(message.text) <= TEXT_LIMIT
     buttons = [e for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
     assert len(buttons) == 30 and all(len(b["text"]["text"]) <= BUTTON_TEXT_LIMIT for b in buttons)
-    assert all(len(b["text"]["text"]) <= SECTION_LIMIT for b in message.blocks if b["type"] == "section")
+    assert all(
+        len(b["text"]["text"]) <= SECTION_LIMIT for b in message.blocks if b["type"] == "section"
+    )
     assert parse_answer_value(buttons[0]["value"]) == ("step", "v1")
 
 
 def test_user_text_cannot_mention_or_link() -> None:
-    problem = problem_message(Problem("“<!channel> <https://evil|click>” is not one of the options."))
+    problem = problem_message(
+        Problem("“<!channel> <https://evil|click>” is not one of the options.")
+    )
     assert "<!channel>" not in problem.text and "&lt;!channel&gt;" in problem.text
     answered = answered_message("Task?", "<@U123> & <!here>")
     assert "<@U123>" not in answered.text and escape("<@U123>") in answered.text

@@ -58,7 +58,9 @@ def transport(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def test_a_full_wizard_ends_with_the_checked_script_in_the_thread(make_bot: BotFactory, fake: FakeSlack, transport: str) -> None:
+def test_a_full_wizard_ends_with_the_checked_script_in_the_thread(
+    make_bot: BotFactory, fake: FakeSlack, transport: str
+) -> None:
     bot = make_bot()
     if transport == "http":  # every request signed and POSTed to the real server, as Slack does
         server = make_http_server(bot.app, "127.0.0.1", 0)
@@ -68,25 +70,44 @@ def test_a_full_wizard_ends_with_the_checked_script_in_the_thread(make_bot: BotF
     thread = user.command()
     parent = fake.message(CHANNEL_ID, thread)
     assert parent is not None and f"<@{USER_ID}>" in parent.text
-    assert user.bot_messages()[0].text.startswith("Can an episode")  # the first question, in the thread
+    assert user.bot_messages()[0].text.startswith(
+        "Can an episode"
+    )  # the first question, in the thread
 
     answer_single_turn_ruler(user)
 
-    fake.wait_for(lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60)
+    fake.wait_for(
+        lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60
+    )
     uploads = fake.uploaded_files()
     assert [u.name for u in uploads] == ["math-solver-001.py"]
     upload = uploads[0]
     assert upload.channel == CHANNEL_ID and upload.thread_ts == thread
-    assert "math-solver-001" in (upload.initial_comment or "") and "artbot check" in (upload.initial_comment or "")
-    script = Path(user.bot.settings.artbot_scripts_dir or "") / TEAM_ID / CHANNEL_ID / thread / "math-solver-001.py"
+    assert "math-solver-001" in (upload.initial_comment or "") and "artbot check" in (
+        upload.initial_comment or ""
+    )
+    script = (
+        Path(user.bot.settings.artbot_scripts_dir or "")
+        / TEAM_ID
+        / CHANNEL_ID
+        / thread
+        / "math-solver-001.py"
+    )
     assert script.read_bytes() == upload.content
     assert check_script(script).ok
     # Every answered question lost its buttons and shows its answer.
     updates = fake.calls("chat.update")
     assert len(updates) >= 19
-    assert all(not any(b.get("type") == "actions" for b in (c.json("blocks") or [])) for c in updates)
+    assert all(
+        not any(b.get("type") == "actions" for b in (c.json("blocks") or [])) for c in updates
+    )
     what_next = user.bot_messages()[-1]
-    labels = [e["text"]["text"] for b in what_next.blocks or [] if b["type"] == "actions" for e in b["elements"]]
+    labels = [
+        e["text"]["text"]
+        for b in what_next.blocks or []
+        if b["type"] == "actions"
+        for e in b["elements"]
+    ]
     assert labels == ["Approve and run", "Edit an answer", "Regenerate", "Cancel"]
 
 
@@ -98,13 +119,17 @@ def test_the_same_wizard_over_real_signed_http(make_bot: BotFactory, fake: FakeS
     url = f"http://127.0.0.1:{server.server_port}/slack/events"
     try:
         started = time.monotonic()
-        reply = slash_command(text="Sort support tickets by urgency", user_id=USER_ID, channel_id=CHANNEL_ID).post(url)
+        reply = slash_command(
+            text="Sort support tickets by urgency", user_id=USER_ID, channel_id=CHANNEL_ID
+        ).post(url)
         assert reply.status == 200 and time.monotonic() - started < 3
         fake.wait_for(lambda f: any(m.is_reply for m in f.messages(CHANNEL_ID)))
         parent = next(m for m in fake.messages(CHANNEL_ID) if not m.is_reply)
         event = message_event("static", channel=CHANNEL_ID, user=USER_ID, thread_ts=parent.ts)
         assert event_callback(event).post(url).status == 200
-        fake.wait_for(lambda f: "Single-turn or multi-turn?" in f.thread(CHANNEL_ID, parent.ts)[-1].text)
+        fake.wait_for(
+            lambda f: "Single-turn or multi-turn?" in f.thread(CHANNEL_ID, parent.ts)[-1].text
+        )
         forged = event_callback(event, signing_secret="not-the-secret").post(url)
         assert forged.status == 401
         stale = event_callback(event, timestamp=int(time.time()) - 600).post(url)
@@ -116,7 +141,9 @@ def test_the_same_wizard_over_real_signed_http(make_bot: BotFactory, fake: FakeS
         server.server_close()
 
 
-def test_text_after_the_command_prefills_the_task_but_must_be_confirmed(make_bot: BotFactory) -> None:
+def test_text_after_the_command_prefills_the_task_but_must_be_confirmed(
+    make_bot: BotFactory,
+) -> None:
     user = SlackUser(make_bot())
     user.command("Classify support tickets by urgency")
     user.click("Only logged")
@@ -127,7 +154,9 @@ def test_text_after_the_command_prefills_the_task_but_must_be_confirmed(make_bot
     assert user.asked() == "scenario_source"
 
 
-def test_a_retried_event_and_a_double_click_advance_the_session_once(make_bot: BotFactory, fake: FakeSlack) -> None:
+def test_a_retried_event_and_a_double_click_advance_the_session_once(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
     user = SlackUser(make_bot())
     user.command()
     user.click("Only logged")
@@ -140,14 +169,32 @@ def test_a_retried_event_and_a_double_click_advance_the_session_once(make_bot: B
     posted = len(user.bot_messages())
     from tests.fakes.slack_requests import block_actions
 
-    element = next(e for b in message.blocks or [] if b["type"] == "actions" for e in b["elements"] if "Single" in e["text"]["text"])
-    again = block_actions(element["action_id"], element["value"], message_ts=message.ts, user_id=USER_ID, channel_id=CHANNEL_ID, message=message.to_slack())
+    element = next(
+        e
+        for b in message.blocks or []
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if "Single" in e["text"]["text"]
+    )
+    again = block_actions(
+        element["action_id"],
+        element["value"],
+        message_ts=message.ts,
+        user_id=USER_ID,
+        channel_id=CHANNEL_ID,
+        message=message.to_slack(),
+    )
     assert user.bot.dispatch(again) == 200
     time.sleep(0.5)
     assert len(user.bot_messages()) == posted
     # A thread reply Slack retries with the same event_id: handled once.
     user.reply("Answer arithmetic questions with only the number.", event_id="Ev0RETRY")
-    user.reply("Answer arithmetic questions with only the number.", event_id="Ev0RETRY", retry_num=1, wait=False)
+    user.reply(
+        "Answer arithmetic questions with only the number.",
+        event_id="Ev0RETRY",
+        retry_num=1,
+        wait=False,
+    )
     time.sleep(0.5)
     stored = user.bot.service.store.get(user.key)
     assert stored is not None
@@ -163,13 +210,18 @@ def test_racing_replies_in_one_thread_are_serialized(make_bot: BotFactory) -> No
     user.click("Single-turn")
     user.reply("Answer arithmetic questions with only the number.")
     replies = ["inline", ROWS]
-    requests = [event_callback(message_event(r, channel=CHANNEL_ID, user=USER_ID, thread_ts=user.thread)) for r in replies]
+    requests = [
+        event_callback(message_event(r, channel=CHANNEL_ID, user=USER_ID, thread_ts=user.thread))
+        for r in replies
+    ]
     threads = [threading.Thread(target=user.bot.dispatch, args=(req,)) for req in requests]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    user.fake.wait_for(lambda f: user.asked() in ("system_prompt", "scenario_rows", "scenario_source"), timeout=10)
+    user.fake.wait_for(
+        lambda f: user.asked() in ("system_prompt", "scenario_rows", "scenario_source"), timeout=10
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and user.asked() != "system_prompt":
         time.sleep(0.05)
@@ -184,7 +236,9 @@ def test_racing_replies_in_one_thread_are_serialized(make_bot: BotFactory) -> No
         assert answers["scenario_source"] == "inline" and user.asked() == "scenario_rows"
 
 
-def test_someone_else_gets_an_ephemeral_note_and_changes_nothing(make_bot: BotFactory, fake: FakeSlack) -> None:
+def test_someone_else_gets_an_ephemeral_note_and_changes_nothing(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
     owner = SlackUser(make_bot())
     owner.command()
     intruder = SlackUser(owner.bot, user=OTHER_USER, thread=owner.thread)
@@ -222,7 +276,9 @@ def test_a_429_from_slack_is_retried(make_bot: BotFactory, fake: FakeSlack) -> N
     assert [c.status for c in fake.calls("chat.postMessage")].count(429) == 1
 
 
-def test_a_jsonl_file_dropped_in_the_thread_answers_the_data_question(make_bot: BotFactory, fake: FakeSlack) -> None:
+def test_a_jsonl_file_dropped_in_the_thread_answers_the_data_question(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
     user = SlackUser(make_bot(ARTBOT_MAX_UPLOAD_BYTES="2000"))
     user.command()
     user.click("Only logged")
@@ -236,7 +292,11 @@ def test_a_jsonl_file_dropped_in_the_thread_answers_the_data_question(make_bot: 
     assert user.asked() == "scenario_rows"
     good = fake.add_user_file("rows.jsonl", ROWS.encode())
     count = len(user.bot_messages())
-    user.bot.dispatch(event_callback(file_share_event([good], channel=CHANNEL_ID, user=USER_ID, thread_ts=user.thread)))
+    user.bot.dispatch(
+        event_callback(
+            file_share_event([good], channel=CHANNEL_ID, user=USER_ID, thread_ts=user.thread)
+        )
+    )
     fake.wait_for(lambda f: len(user.bot_messages()) > count)
     stored = user.bot.service.store.get(user.key)
     assert stored is not None and stored.session.answers["scenario_rows"] == MATH_ROWS
@@ -251,16 +311,26 @@ def test_edits_deletions_broadcasts_and_other_bots(make_bot: BotFactory, fake: F
     user.bot.dispatch(event_callback(message_deleted_event(original)))
     from tests.fakes.slack_requests import bot_message_event
 
-    user.bot.dispatch(event_callback(bot_message_event("static", channel=CHANNEL_ID, thread_ts=user.thread)))
+    user.bot.dispatch(
+        event_callback(bot_message_event("static", channel=CHANNEL_ID, thread_ts=user.thread))
+    )
     time.sleep(0.3)
     assert user.asked() == "replayable"
     count = len(user.bot_messages())
-    user.bot.dispatch(event_callback(thread_broadcast_event("static", channel=CHANNEL_ID, user=USER_ID, thread_ts=user.thread)))
+    user.bot.dispatch(
+        event_callback(
+            thread_broadcast_event(
+                "static", channel=CHANNEL_ID, user=USER_ID, thread_ts=user.thread
+            )
+        )
+    )
     fake.wait_for(lambda f: len(user.bot_messages()) > count)
     assert user.asked() == "turns"
 
 
-def test_a_key_in_a_reply_is_neither_stored_nor_echoed(make_bot: BotFactory, fake: FakeSlack) -> None:
+def test_a_key_in_a_reply_is_neither_stored_nor_echoed(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
     user = SlackUser(make_bot())
     user.command()
     user.click("Only logged")
@@ -268,7 +338,9 @@ def test_a_key_in_a_reply_is_neither_stored_nor_echoed(make_bot: BotFactory, fak
     secret = "sk-proj-" + "a1B2c3D4" * 5
     user.reply(secret)
     warning, asked_again = user.bot_messages()[-2:]
-    assert "never stores" in warning.text and asked_again.text.startswith("What must the agent accomplish")
+    assert "never stores" in warning.text and asked_again.text.startswith(
+        "What must the agent accomplish"
+    )
     assert all(secret not in c.params.__repr__() for c in fake.calls() if c.method != "upload")
     stored = user.bot.service.store.get(user.key)
     assert stored is not None and secret not in stored.session.to_json()
@@ -277,7 +349,11 @@ def test_a_key_in_a_reply_is_neither_stored_nor_echoed(make_bot: BotFactory, fak
 def test_list_home_tab_and_expiry(make_bot: BotFactory, fake: FakeSlack) -> None:
     user = SlackUser(make_bot())
     user.command("Summarize contracts")
-    user.bot.dispatch(slash_command(text="list", user_id=USER_ID, channel_id=CHANNEL_ID, response_url=fake.response_url()))
+    user.bot.dispatch(
+        slash_command(
+            text="list", user_id=USER_ID, channel_id=CHANNEL_ID, response_url=fake.response_url()
+        )
+    )
     fake.wait_for(lambda f: any("Your wizards (1)" in json.dumps(r) for r in f.responses()))
     from tests.fakes.slack_requests import app_home_opened
 
@@ -294,14 +370,20 @@ def test_list_home_tab_and_expiry(make_bot: BotFactory, fake: FakeSlack) -> None
     assert "expired" in user.last_text()
 
 
-def test_approve_records_who_and_which_script_for_the_owner_only(make_bot: BotFactory, fake: FakeSlack) -> None:
+def test_approve_records_who_and_which_script_for_the_owner_only(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
     user = SlackUser(make_bot())
     user.command()
     answer_single_turn_ruler(user)
-    fake.wait_for(lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60)
+    fake.wait_for(
+        lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60
+    )
     intruder = SlackUser(user.bot, user=OTHER_USER, thread=user.thread)
     intruder.click("Approve and run", wait=False)
-    fake.wait_for(lambda f: any("Only <@" in m.text for m in f.ephemerals() if m.ephemeral_to == OTHER_USER))
+    fake.wait_for(
+        lambda f: any("Only <@" in m.text for m in f.ephemerals() if m.ephemeral_to == OTHER_USER)
+    )
     assert user.bot.service.records.approvals(user.key) == []
     user.click("Approve and run")
     approvals = user.bot.service.records.approvals(user.key)
@@ -323,7 +405,9 @@ def test_the_dry_run_outcome_is_posted_when_ready(make_bot: BotFactory, fake: Fa
     user = SlackUser(make_bot(dryrun=dryrun))
     user.command()
     answer_single_turn_ruler(user)
-    fake.wait_for(lambda f: any("Dry run passed" in m.text for m in user.bot_messages()), timeout=120)
+    fake.wait_for(
+        lambda f: any("Dry run passed" in m.text for m in user.bot_messages()), timeout=120
+    )
 
 
 def test_it_works_the_same_in_a_direct_message(make_bot: BotFactory, fake: FakeSlack) -> None:
@@ -334,26 +418,50 @@ def test_it_works_the_same_in_a_direct_message(make_bot: BotFactory, fake: FakeS
     assert user.asked() == "turns"
 
 
-def test_a_long_dry_run_report_goes_into_the_thread_as_a_file(make_bot: BotFactory, fake: FakeSlack) -> None:
+def test_a_long_dry_run_report_goes_into_the_thread_as_a_file(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
     def failing_dryrun(path: Path) -> DryrunReport:
         return DryrunReport(
-            script=path, exit_code=1, rollouts=8, rollout_exceptions=8, reward_min=None, reward_max=None,
-            steps_trained=0, validations=0, last_val_reward=None,
-            first_error="Traceback (most recent call last):\n" + "  frame\n" * 1000 + "ZeroDivisionError: division by zero",
-            problems=("every rollout raised",), output_tail="",
+            script=path,
+            exit_code=1,
+            rollouts=8,
+            rollout_exceptions=8,
+            reward_min=None,
+            reward_max=None,
+            steps_trained=0,
+            validations=0,
+            last_val_reward=None,
+            first_error="Traceback (most recent call last):\n"
+            + "  frame\n" * 1000
+            + "ZeroDivisionError: division by zero",
+            problems=("every rollout raised",),
+            output_tail="",
         )
 
     user = SlackUser(make_bot(dryrun=failing_dryrun))
     user.command()
     answer_single_turn_ruler(user)
-    fake.wait_for(lambda f: any(u.name == "math-solver-001.dryrun.txt" for u in f.uploaded_files()), timeout=60)
+    fake.wait_for(
+        lambda f: any(u.name == "math-solver-001.dryrun.txt" for u in f.uploaded_files()),
+        timeout=60,
+    )
     report = next(u for u in fake.uploaded_files() if u.name.endswith(".dryrun.txt"))
     assert b"ZeroDivisionError" in report.content
     assert any("Dry run failed" in m.text for m in user.bot_messages())
 
 
-def test_a_channel_the_bot_is_not_in_gets_an_invitation_hint(make_bot: BotFactory, fake: FakeSlack) -> None:
+def test_a_channel_the_bot_is_not_in_gets_an_invitation_hint(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
     bot = make_bot()
     fake.fail("chat.postMessage", error="not_in_channel")
-    assert bot.dispatch(slash_command(user_id=USER_ID, channel_id="C0ELSEWHERE", response_url=fake.response_url())) == 200
+    assert (
+        bot.dispatch(
+            slash_command(
+                user_id=USER_ID, channel_id="C0ELSEWHERE", response_url=fake.response_url()
+            )
+        )
+        == 200
+    )
     fake.wait_for(lambda f: any("/invite @artbot" in json.dumps(r) for r in f.responses()))

@@ -32,7 +32,7 @@ TOOLS = [
     }
 ]
 TOOL_CODE = "def add(a: int, b: int) -> str:\n    return str(int(a) + int(b))\n"
-ENVIRONMENT = '''\
+ENVIRONMENT = """\
 def create_game(scenario):
     return {"target": int(scenario["target"]), "guesses": [], "won": False}
 
@@ -52,7 +52,7 @@ def apply_action(game, action):
 
 def is_finished(game):
     return game["won"] or len(game["guesses"]) >= 5
-'''
+"""
 # Composite rewards (correctness minus a verbosity penalty): they vary even under the dry run's
 # stand-in policy, which rarely gets an exact answer right by chance.
 REWARD_BY_PATTERN = {

@@ -57,7 +57,13 @@ def test_single_turn_with_ruler_asks_every_question_in_order_and_completes() -> 
 
 def test_ruler_is_explained_once_when_the_reward_question_is_first_asked() -> None:
     chat = Conversation()
-    chat.play([("static", "turns"), ("single", "task"), ("Classify support tickets by urgency.", "scenario_source")])
+    chat.play(
+        [
+            ("static", "turns"),
+            ("single", "task"),
+            ("Classify support tickets by urgency.", "scenario_source"),
+        ]
+    )
     chat.play([("runner_file", "scenarios_path"), ("/data/tickets.jsonl", "system_prompt")])
     chat.say("skip")
     assert RULER_NOTE in chat.notices()
@@ -184,7 +190,10 @@ def test_customized_hyperparameters_loop_until_done() -> None:
     chat.say("3e-5")
     chat.say("done")
     assert chat.asking() == "iteration"
-    assert chat.session.answers["hyperparameter_values"] == {"rollouts_per_group": 8, "learning_rate": 3e-5}
+    assert chat.session.answers["hyperparameter_values"] == {
+        "rollouts_per_group": 8,
+        "learning_rate": 3e-5,
+    }
     chat.say("dataset")
     assert chat.completed() is not None
 
@@ -224,10 +233,30 @@ def test_back_edit_restart_and_cancel() -> None:
 
 def test_editing_after_completion_reopens_and_completes_again() -> None:
     chat = Conversation()
-    chat.play([("static", "turns"), ("single", "task"), ("Answer arithmetic questions with the number.", "scenario_source")])
+    chat.play(
+        [
+            ("static", "turns"),
+            ("single", "task"),
+            ("Answer arithmetic questions with the number.", "scenario_source"),
+        ]
+    )
     chat.play([("inline", "scenario_rows"), (ROWS_JSONL, "system_prompt"), ("skip", "reward")])
-    chat.play([("ruler", "judge_model"), ("1", "train_split"), ("all", "val_split"), ("none", "base_model")])
-    chat.play([("1", "project"), ("default", "run_name"), ("r-001", "backend"), ("local", "hyperparameters")])
+    chat.play(
+        [
+            ("ruler", "judge_model"),
+            ("1", "train_split"),
+            ("all", "val_split"),
+            ("none", "base_model"),
+        ]
+    )
+    chat.play(
+        [
+            ("1", "project"),
+            ("default", "run_name"),
+            ("r-001", "backend"),
+            ("local", "hyperparameters"),
+        ]
+    )
     chat.play([("defaults", "iteration"), ("dataset", None)])
     assert chat.session.status == "complete"
     chat.say("hello")
@@ -287,8 +316,22 @@ def test_a_session_resumed_while_a_setting_is_asked_asks_that_setting_again() ->
     from flows.train_rl import TRAIN_RL
 
     chat = single_turn_ruler_up_to_reward()
-    chat.play([("ruler", "judge_model"), ("1", "train_split"), ("all", "val_split"), ("none", "base_model")])
-    chat.play([("1", "project"), ("default", "run_name"), ("r-001", "backend"), ("local", "hyperparameters")])
+    chat.play(
+        [
+            ("ruler", "judge_model"),
+            ("1", "train_split"),
+            ("all", "val_split"),
+            ("none", "base_model"),
+        ]
+    )
+    chat.play(
+        [
+            ("1", "project"),
+            ("default", "run_name"),
+            ("r-001", "backend"),
+            ("local", "hyperparameters"),
+        ]
+    )
     chat.play([("customize", "hyperparameter_values")])
     chat.say("learning_rate")
     resumed = begin(TRAIN_RL, chat.session)

@@ -27,15 +27,30 @@ def test_a_good_flow_builds() -> None:
         ([Text("a", "A?"), Text("a", "A again?")], "duplicate step id 'a'"),
         ([Text("a b", "A?")], "not an identifier"),
         ([Text("a", "A?", when=is_("nope", "x"))], "reads unknown step 'nope'"),
-        ([Text("a", "A?", when=is_("b", "yes")), Choice("b", "B?", options=YES_NO)], "which is asked later"),
-        ([Choice("a", "A?", options=YES_NO), Text("b", "B?", when=is_("a", "maybe"))], "not among its options"),
+        (
+            [Text("a", "A?", when=is_("b", "yes")), Choice("b", "B?", options=YES_NO)],
+            "which is asked later",
+        ),
+        (
+            [Choice("a", "A?", options=YES_NO), Text("b", "B?", when=is_("a", "maybe"))],
+            "not among its options",
+        ),
         ([Choice("a", "A?", options=(Option("only", "Only"),))], "at least two options"),
-        ([Choice("a", "A?", options=(Option("x", "X"), Option("x", "Y")))], "duplicate option values"),
+        (
+            [Choice("a", "A?", options=(Option("x", "X"), Option("x", "Y")))],
+            "duplicate option values",
+        ),
         ([Choice("a", "A?", options=(Option("x", "X" * 80), Option("y", "Y")))], "button limits"),
         ([Choice("a", "A?", options=YES_NO, recommend=lambda a: "maybe")], "not an option"),
-        ([Choice("a", "A?", options=YES_NO, recommend=lambda a: "yes", recommend_reads=("z",))], "unknown step 'z'"),
         (
-            [Choice("a", "A?", options=YES_NO), Text("b", "B?", when=all_of(is_("a", "yes"), is_("a", "no")))],
+            [Choice("a", "A?", options=YES_NO, recommend=lambda a: "yes", recommend_reads=("z",))],
+            "unknown step 'z'",
+        ),
+        (
+            [
+                Choice("a", "A?", options=YES_NO),
+                Text("b", "B?", when=all_of(is_("a", "yes"), is_("a", "no"))),
+            ],
             "can never be asked",
         ),
         (
@@ -50,7 +65,9 @@ def test_a_good_flow_builds() -> None:
         ([Settings("s", "S?")], "has no fields"),
     ],
 )
-def test_a_bad_flow_fails_when_built(steps: list[Choice | Text | Settings], message: str | None) -> None:
+def test_a_bad_flow_fails_when_built(
+    steps: list[Choice | Text | Settings], message: str | None
+) -> None:
     if message is None:
         build(*steps)  # not provably unreachable from its own guard: allowed
         return
@@ -61,7 +78,11 @@ def test_a_bad_flow_fails_when_built(steps: list[Choice | Text | Settings], mess
 def test_an_option_that_only_explains_cannot_be_branched_on() -> None:
     with pytest.raises(FlowDefinitionError, match="only explains"):
         build(
-            Choice("a", "A?", options=(Option("x", "X"), Option("y", "Y"), Option("why", "Why?", explain="..."))),
+            Choice(
+                "a",
+                "A?",
+                options=(Option("x", "X"), Option("y", "Y"), Option("why", "Why?", explain="...")),
+            ),
             Text("b", "B?", when=is_("a", "why")),
         )
 

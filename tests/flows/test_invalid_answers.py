@@ -16,7 +16,15 @@ from tests.flows.matrix import TOOLS, answers_for
 def session_at(step_id: str, **overrides: Any) -> Session:
     """A session whose open question is `step_id`, with plausible answers before it."""
     answers = answers_for("single", "programmatic", "dataset", "local", True)
-    if step_id in ("uses_tools", "tools", "tool_execution", "tool_code", "tool_urls", "episode_end", "max_turns"):
+    if step_id in (
+        "uses_tools",
+        "tools",
+        "tool_execution",
+        "tool_code",
+        "tool_urls",
+        "episode_end",
+        "max_turns",
+    ):
         answers = answers_for("tools", "programmatic", "dataset", "local", True)
     if step_id == "environment":
         answers = answers_for("game", "programmatic", "dataset", "local", True)
@@ -69,8 +77,18 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("scenario_rows", "1" * 5000, "not usable JSON", {}),
     ("scenarios_path", "data.csv", "must end with .jsonl", {"scenario_source": "runner_file"}),
     ("scenario_generator", "def nope(:", "does not parse", {"scenario_source": "generator"}),
-    ("scenario_generator", "def other(rng):\n    return {}", "`generate_scenario`", {"scenario_source": "generator"}),
-    ("scenario_generator", "def generate_scenario():\n    return {}", "must take 1 argument", {"scenario_source": "generator"}),
+    (
+        "scenario_generator",
+        "def other(rng):\n    return {}",
+        "`generate_scenario`",
+        {"scenario_source": "generator"},
+    ),
+    (
+        "scenario_generator",
+        "def generate_scenario():\n    return {}",
+        "must take 1 argument",
+        {"scenario_source": "generator"},
+    ),
     (
         "scenario_generator",
         "def generate_scenario(rng):\n    return {}\n\ndef main():\n    pass",
@@ -83,19 +101,34 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("tools", "[]", "at least one", {}),
     ("tools", '[{"name": "my-tool", "description": "d"}]', "must be a Python identifier", {}),
     ("tools", '[{"name": "class", "description": "d"}]', "must be a Python identifier", {}),
-    ("tools", '[{"name": "add"}]', "needs a non-empty \"description\"", {}),
-    ("tools", '[{"name": "add", "description": "d", "parameters": {"type": "array"}}]', "JSON-Schema object", {}),
+    ("tools", '[{"name": "add"}]', 'needs a non-empty "description"', {}),
+    (
+        "tools",
+        '[{"name": "add", "description": "d", "parameters": {"type": "array"}}]',
+        "JSON-Schema object",
+        {},
+    ),
     ("tools", json.dumps([TOOLS[0]["function"], TOOLS[0]["function"]]), "used twice", {}),
     ("tools", '[{"name": "rollout", "description": "d"}]', "the generated script uses itself", {}),
-    ("tools", json.dumps([{"name": f"t{i}", "description": "d"} for i in range(70)]), "the limit is 64", {}),
+    (
+        "tools",
+        json.dumps([{"name": f"t{i}", "description": "d"} for i in range(70)]),
+        "the limit is 64",
+        {},
+    ),
     (
         "tools",
         '[{"name": "add", "description": "d", "parameters": {"type": "object", "properties": {"a": {}}, "required": ["b"]}}]',
-        "\"required\" must list names",
+        '"required" must list names',
         {},
     ),
     ("tool_execution", "grpc", "not one of the options", {}),
-    ("tool_code", "def other(a, b):\n    return a", "must define a top-level function `add`", {"tool_execution": "local"}),
+    (
+        "tool_code",
+        "def other(a, b):\n    return a",
+        "must define a top-level function `add`",
+        {"tool_execution": "local"},
+    ),
     ("tool_code", "def add(a):\n    return a", "missing: b", {"tool_execution": "local"}),
     ("tool_code", "def add(a, b) return a", "does not parse", {"tool_execution": "local"}),
     ("tool_urls", "add: ftp://example.com/add", "not an http(s) URL", {"tool_execution": "http"}),
@@ -110,7 +143,12 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("max_turns", "1e400", "must be finite", {}),
     ("reward", "maybe", "not one of the options", {}),
     ("reward_logic", "1.0 if", "does not parse", {}),
-    ("reward_logic", "1.0 if scenario['solution'] == answer else 0.0", "has no “solution” field", {}),
+    (
+        "reward_logic",
+        "1.0 if scenario['solution'] == answer else 0.0",
+        "has no “solution” field",
+        {},
+    ),
     ("reward_logic", "def compute_reward(answer):\n    return 1.0", "must take 3 arguments", {}),
     ("reward_logic", "import os", "`compute_reward`", {}),
     ("reward_mix", "2", "out of range", {}),
@@ -118,7 +156,12 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("train_fraction", "0", "out of range", {"train_split": "fraction"}),
     ("train_fraction", "1.5", "out of range", {"train_split": "fraction"}),
     ("val_fraction", "1", "out of range", {}),
-    ("val_fraction", "0.3", "together take more", {"train_split": "fraction", "train_fraction": 0.8}),
+    (
+        "val_fraction",
+        "0.3",
+        "together take more",
+        {"train_split": "fraction", "train_fraction": 0.8},
+    ),
     ("val_every", "0", "out of range", {}),
     ("base_model", "gpt-4", "not one of the options", {}),
     ("project", "my project", "not a safe name", {}),
@@ -133,7 +176,9 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
 
 
 @pytest.mark.parametrize(("step", "reply", "expected", "scene"), BAD_ANSWERS)
-def test_bad_answer_is_refused_with_a_specific_error(step: str, reply: str, expected: str, scene: dict[str, Any]) -> None:
+def test_bad_answer_is_refused_with_a_specific_error(
+    step: str, reply: str, expected: str, scene: dict[str, Any]
+) -> None:
     problem = refused(session_at(step, **scene), Reply(text=reply))
     assert expected in problem
 
@@ -145,18 +190,26 @@ def test_a_reply_over_the_size_limit_is_refused_before_parsing() -> None:
 
 def test_a_file_answers_a_data_question_and_a_wrong_file_is_refused() -> None:
     session = session_at("scenario_rows")
-    assert "not a .jsonl or .json file" in refused(session, Reply(attachments=(Attachment("rows.csv", b"a,b"),)))
-    assert "not UTF-8" in refused(session, Reply(attachments=(Attachment("rows.jsonl", b"\xff\xfe\x00"),)))
+    assert "not a .jsonl or .json file" in refused(
+        session, Reply(attachments=(Attachment("rows.csv", b"a,b"),))
+    )
+    assert "not UTF-8" in refused(
+        session, Reply(attachments=(Attachment("rows.jsonl", b"\xff\xfe\x00"),))
+    )
     huge = Attachment("rows.jsonl", b"{}\n" * 2_000_000)
     assert "the limit is 5,000,000" in refused(session, Reply(attachments=(huge,)))
-    assert "does not take a file" in refused(session_at("task"), Reply(attachments=(Attachment("a.jsonl", b"{}"),)))
+    assert "does not take a file" in refused(
+        session_at("task"), Reply(attachments=(Attachment("a.jsonl", b"{}"),))
+    )
     good = Attachment("rows.jsonl", b'{"prompt": "1+1?", "answer": "2"}\n')
     turn = advance(TRAIN_RL, session, Reply(attachments=(good,)))
     assert turn.session.answers["scenario_rows"] == [{"prompt": "1+1?", "answer": "2"}]
 
 
 def test_a_typed_answer_to_a_button_question_and_a_button_to_a_text_question() -> None:
-    assert "not one of this question's options" in refused(session_at("backend"), Reply.button("backend", "gpu"))
+    assert "not one of this question's options" in refused(
+        session_at("backend"), Reply.button("backend", "gpu")
+    )
     assert "typed answer" in refused(session_at("task"), Reply.button("task", "x"))
 
 

@@ -46,7 +46,10 @@ def constant_assigned(source: str, name: str) -> Any:
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+            if (
+                any(isinstance(t, ast.Name) and t.id == name for t in targets)
+                and node.value is not None
+            ):
                 return ast.literal_eval(node.value)
     raise AssertionError(f"{name} is not assigned a literal")
 
@@ -69,12 +72,28 @@ user_text = st.one_of(st.sampled_from(HOSTILE), st.text(min_size=1, max_size=300
     field_value=user_text,
     field_name=user_text,
 )
-@example(pattern="single", task=HOSTILE[3], system_prompt="", episode_end="", field_value=HOSTILE[6], field_name="prompt")
-@example(pattern="tools", task=HOSTILE[4], system_prompt=HOSTILE[0], episode_end=HOSTILE[5], field_value=HOSTILE[7], field_name=HOSTILE[1])
+@example(
+    pattern="single",
+    task=HOSTILE[3],
+    system_prompt="",
+    episode_end="",
+    field_value=HOSTILE[6],
+    field_name="prompt",
+)
+@example(
+    pattern="tools",
+    task=HOSTILE[4],
+    system_prompt=HOSTILE[0],
+    episode_end=HOSTILE[5],
+    field_value=HOSTILE[7],
+    field_name=HOSTILE[1],
+)
 def test_hostile_answers_become_equal_constants_and_add_no_statement(
     pattern: str, task: str, system_prompt: str, episode_end: str, field_value: str, field_name: str
 ) -> None:
-    def answers_with(task: str, system_prompt: str, episode_end: str, name: str, value: str) -> dict[str, Any]:
+    def answers_with(
+        task: str, system_prompt: str, episode_end: str, name: str, value: str
+    ) -> dict[str, Any]:
         answers = dict(BASELINES[pattern])
         answers.update(task=task, system_prompt=system_prompt)
         if pattern != "single":
@@ -129,8 +148,15 @@ def test_a_template_cannot_print_a_plain_string() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-        lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=8), children, max_size=4)
+        ),
         max_leaves=20,
     )
 )
@@ -173,7 +199,9 @@ def test_stale_answers_from_an_abandoned_branch_are_ignored() -> None:
 
 GOLDEN_CASES = {
     "single_ruler_dataset_local_val": answers_for("single", "ruler", "dataset", "local", True),
-    "tools_programmatic_open_ended_serverless": answers_for("tools", "programmatic", "open_ended", "serverless", False),
+    "tools_programmatic_open_ended_serverless": answers_for(
+        "tools", "programmatic", "open_ended", "serverless", False
+    ),
     "game_custom_dataset_local_val": answers_for("game", "custom", "dataset", "local", True),
 }
 
@@ -185,4 +213,6 @@ def test_representative_scripts_match_their_golden_files(name: str) -> None:
     if os.environ.get("ARTBOT_UPDATE_GOLDEN") == "1":
         golden.write_text(script)
     assert golden.exists(), f"run with ARTBOT_UPDATE_GOLDEN=1 to create {golden}"
-    assert script == golden.read_text(), f"{golden.name} changed: review, then ARTBOT_UPDATE_GOLDEN=1"
+    assert script == golden.read_text(), (
+        f"{golden.name} changed: review, then ARTBOT_UPDATE_GOLDEN=1"
+    )

@@ -20,15 +20,26 @@ args, _ = parser.parse_known_args()
 
 source = Path(args.script).read_text()
 compile(source, args.script, "exec")
-assert "art.TrainableModel(" in source and "await backend.close()" in source, "not a generated script"
+assert "art.TrainableModel(" in source and "await backend.close()" in source, (
+    "not a generated script"
+)
 
-if args.mode == "oom-then-ok" and (args.gpu_memory_utilization is None or args.gpu_memory_utilization >= 0.7):
+if args.mode == "oom-then-ok" and (
+    args.gpu_memory_utilization is None or args.gpu_memory_utilization >= 0.7
+):
     print("Traceback (most recent call last):", file=sys.stderr)
     print('  File "rl_train.py", line 1, in <module>', file=sys.stderr)
-    print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", file=sys.stderr)
+    print(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", file=sys.stderr
+    )
     sys.exit(1)
 
 train_ok = Path(__file__).resolve().parents[2] / "runner" / "scripts" / "train_ok.py"
 delay = "3" if args.mode == "slow" else "0.05"
-sys.argv = [str(train_ok), "--delay", delay, *(["--art-path", args.art_path] if args.art_path else [])]
+sys.argv = [
+    str(train_ok),
+    "--delay",
+    delay,
+    *(["--art-path", args.art_path] if args.art_path else []),
+]
 runpy.run_path(str(train_ok), run_name="__main__")
