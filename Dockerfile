@@ -15,6 +15,8 @@ RUN uv sync --locked --no-dev --no-install-project
 COPY flows ./flows
 COPY templates ./templates
 COPY artbot ./artbot
+COPY checks ./checks
+COPY storage ./storage
 COPY bot ./bot
 COPY runner ./runner
 COPY manifests ./manifests

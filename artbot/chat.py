@@ -21,32 +21,29 @@ from typing import TextIO
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from artbot.script_check import check_script
-from artbot.session_store import (
-    SessionKey,
-    SessionStore,
-    SessionStoreError,
-    StaleSession,
-)
-from flows.engine import (
+from checks.script_check import check_script
+from flows import (
     MAX_ATTACHMENT_BYTES,
+    TRAIN_RL,
     Answered,
+    Attachment,
     Cancelled,
     Completed,
     Effect,
+    Flow,
     Message,
     Notice,
     Problem,
     Question,
+    RenderError,
     Reply,
+    Session,
     advance,
     begin,
+    render_script,
 )
-from flows.flow import Flow
-from flows.render import RenderError, render_script
-from flows.session import Session
-from flows.steps import Attachment
-from flows.train_rl import TRAIN_RL
+from storage.database import DatabaseUrlError
+from storage.sessions import SessionKey, SessionStore, SessionStoreError, StaleSession
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -124,7 +121,7 @@ def run_chat_command(args: argparse.Namespace) -> int:
     terminal = Terminal.standard()
     try:
         store = SessionStore.open(args.database_url)
-    except SessionStoreError as error:
+    except DatabaseUrlError as error:
         print(f"artbot chat: --database-url: {error}", file=sys.stderr)
         return EXIT_USAGE
     chat = Chat(store, key, terminal, out=args.out, dryrun=args.dryrun)
@@ -463,7 +460,7 @@ class Chat:
     def _dry_run(self, path: Path) -> bool | None:
         """True or False as the dry run went; None when it is not available."""
         try:
-            from artbot.dryrun import dryrun_script  # imported late: the dry run is optional
+            from checks.dryrun import dryrun_script  # imported late: the dry run is optional
         except ImportError as error:
             self._terminal.say(f"Dry run unavailable ({error}); the script was not dry-run.")
             return None

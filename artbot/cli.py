@@ -18,12 +18,10 @@ from artbot.chat import (
     script_path,
     write_script,
 )
-from artbot.db import add_db_arguments, run_db_command
-from artbot.dryrun.command import add_dryrun_arguments, run_dryrun_command
-from artbot.script_check import check_script
-from flows.render import RenderError, render_script
-from flows.replay import AnswersError, replay
-from flows.train_rl import TRAIN_RL
+from artbot.database import add_db_arguments, run_db_command
+from checks.dryrun.command import add_dryrun_arguments, run_dryrun_command
+from checks.script_check import check_script
+from flows import TRAIN_RL, AnswersError, RenderError, render_script, replay
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1

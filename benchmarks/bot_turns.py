@@ -48,10 +48,10 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from artbot.session_store import create_database_engine  # noqa: E402
 from bot.app import build_service, create_app  # noqa: E402
 from bot.serve import EVENTS_PATH, make_http_server  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
+from storage.sessions import create_database_engine  # noqa: E402
 from tests.fakes.slack_api import Call, FakeSlack  # noqa: E402
 from tests.fakes.slack_requests import (  # noqa: E402
     SignedRequest,

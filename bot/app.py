@@ -23,15 +23,15 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
 )
 
-from artbot.session_store import SessionKey, SessionStore, create_database_engine, data_dir
 from bot.blocks import ANSWER_ACTION, RESULT_ACTIONS, clip, escape, parse_answer_value, sections
 from bot.records import BotRecords
 from bot.results import Dryrun, ScriptResults, parse_session_ref
 from bot.settings import BotSettings
 from bot.threads import ThreadPoster
 from bot.wizard import Incoming, WizardService, attachment_from_file, notify_error
-from flows.engine import Reply
-from flows.steps import Attachment
+from flows import Attachment, Reply
+from storage.database import create_database_engine, data_dir
+from storage.sessions import SessionKey, SessionStore
 
 log = logging.getLogger(__name__)
 

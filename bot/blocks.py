@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flows.engine import Message, Notice, OptionView, Problem, Question
+from flows import Message, Notice, OptionView, Problem, Question
 
 Block = dict[str, Any]
 

@@ -11,8 +11,9 @@ from sqlalchemy import Engine, Index, Integer, String, Text, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from artbot.session_store import KEY_PART_MAX, SessionKey, UTCDateTime
-from artbot.sql_store import SqlStore, utc_now
+from storage.database import KEY_PART_MAX, UTCDateTime
+from storage.sessions import SessionKey
+from storage.sql_store import SqlStore, utc_now
 
 
 class Base(DeclarativeBase):

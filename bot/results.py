@@ -11,13 +11,12 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from artbot.dryrun import DryrunReport, dryrun_script
-from artbot.script_check import CheckReport, check_script
-from artbot.session_store import SessionKey
 from bot.blocks import SlackMessage, clip, escape, result_buttons, sections
 from bot.threads import ThreadPoster
-from flows.render import RenderError, render_script
-from flows.train_rl import TRAIN_RL, hyperparameters
+from checks.dryrun import DryrunReport, dryrun_script
+from checks.script_check import CheckReport, check_script
+from flows import TRAIN_RL, RenderError, hyperparameters, render_script
+from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
 

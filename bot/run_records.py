@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from artbot.session_store import SessionKey
-from artbot.sql_store import SqlStore, utc_now
 from bot.records import Base, RunRow
+from storage.sessions import SessionKey
+from storage.sql_store import SqlStore, utc_now
 
 ACTIVE_STATES = ("submitting", "waiting_for_runner", "queued", "starting", "running")
 

@@ -13,7 +13,6 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from artbot.session_store import SessionKey
 from bot.blocks import Block, SlackMessage, clip, escape, sections
 from bot.plots import reward_curve_png
 from bot.records import BotRecords, script_digest
@@ -21,6 +20,7 @@ from bot.run_records import Run, RunStore
 from bot.threads import ThreadPoster
 from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventType, Failure, FixAction, JobEvent, JobState, JobSubmission
+from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
 

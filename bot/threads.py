@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from artbot.session_store import SessionKey
 from bot.blocks import SlackMessage, answered_message, engine_message
 from bot.records import BotRecords
-from flows.engine import Answered, Message, Question, Turn
+from flows import Answered, Message, Question, Turn
+from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
 

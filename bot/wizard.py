@@ -20,7 +20,23 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from artbot.session_store import (
+from bot.blocks import SlackMessage, clip, escape, sections
+from bot.records import BotRecords
+from bot.results import ScriptResults
+from bot.threads import ThreadPoster
+from flows import (
+    TRAIN_RL,
+    Attachment,
+    Completed,
+    Flow,
+    Problem,
+    Reply,
+    Session,
+    Turn,
+    advance,
+    begin,
+)
+from storage.sessions import (
     DuplicateSession,
     SessionExpired,
     SessionKey,
@@ -28,15 +44,6 @@ from artbot.session_store import (
     StaleSession,
     StoredSession,
 )
-from bot.blocks import SlackMessage, clip, escape, sections
-from bot.records import BotRecords
-from bot.results import ScriptResults
-from bot.threads import ThreadPoster
-from flows.engine import Completed, Problem, Reply, Turn, advance, begin
-from flows.flow import Flow
-from flows.session import Session
-from flows.steps import Attachment
-from flows.train_rl import TRAIN_RL
 
 if TYPE_CHECKING:
     from bot.runs import RunService

@@ -1,0 +1,61 @@
+"""The train-rl wizard, pure: a flow is data, one engine advances a session by one reply.
+
+Adapters (the terminal chat, the Slack bot, storage) import what they need from here, not from
+the modules inside: those are the wizard's own business and may move.
+
+    from flows import TRAIN_RL, Reply, advance, begin
+
+    turn = begin(TRAIN_RL, owner="U1")
+    turn = advance(TRAIN_RL, turn.session, Reply.text("U1", "static"))
+"""
+
+from flows.engine import (
+    MAX_ATTACHMENT_BYTES,
+    MAX_REPLY_CHARS,
+    Answered,
+    Cancelled,
+    Completed,
+    Effect,
+    Message,
+    Notice,
+    OptionView,
+    Problem,
+    Question,
+    Reply,
+    Turn,
+    advance,
+    begin,
+)
+from flows.flow import Flow
+from flows.render import RenderError, render_script
+from flows.replay import AnswersError, replay
+from flows.session import Session
+from flows.steps import Attachment
+from flows.train_rl import TRAIN_RL, hyperparameters
+
+__all__ = [
+    "MAX_ATTACHMENT_BYTES",
+    "MAX_REPLY_CHARS",
+    "TRAIN_RL",
+    "Answered",
+    "AnswersError",
+    "Attachment",
+    "Cancelled",
+    "Completed",
+    "Effect",
+    "Flow",
+    "Message",
+    "Notice",
+    "OptionView",
+    "Problem",
+    "Question",
+    "RenderError",
+    "Reply",
+    "Session",
+    "Turn",
+    "advance",
+    "begin",
+    "hyperparameters",
+    "render_script",
+    "replay",
+]

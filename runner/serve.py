@@ -14,12 +14,12 @@ from typing import Any
 
 import uvicorn
 
-from artbot.session_store import SessionStoreError
 from runner.app import create_app, wrap
 from runner.gpu import GpuProbe
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
 from runner.store import JobStore
+from storage.database import DatabaseUrlError
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def build_service(
     """The job service for `settings`, on its database; SettingsError for an unusable URL."""
     try:
         store = JobStore.open(settings.resolved_database_url)
-    except SessionStoreError as error:
+    except DatabaseUrlError as error:
         raise SettingsError(
             f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {error}"
         ) from None

@@ -13,9 +13,9 @@ from pathlib import Path
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from artbot.session_store import data_dir
 from runner.gpu import parse_slots
 from runner.schemas import ENV_NAME_PATTERN
+from storage.database import data_dir
 
 ENV_PREFIX = "ARTBOT_RUNNER_"
 MIN_TOKEN_CHARS = 16

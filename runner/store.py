@@ -35,10 +35,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.orm import Session as OrmSession
 
-from artbot.session_store import UTCDateTime, create_database_engine
-from artbot.sql_store import SqlStore, utc_now
 from runner.errors import IdempotencyConflict
 from runner.schemas import EventType, Failure, JobEvent, JobState, JobSubmission
+from storage.database import UTCDateTime, create_database_engine
+from storage.sql_store import SqlStore, utc_now
 
 # ---- the tables -------------------------------------------------------------------------------
 

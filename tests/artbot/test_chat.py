@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from artbot.chat import ScriptExists, script_path, write_script
-from artbot.session_store import SessionKey, SessionStore
+from storage.sessions import SessionKey, SessionStore
 from tests.flows.matrix import MATH_ROWS
 
 USER = "tester"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from artbot.cli import SUBCOMMANDS, main
-from flows.render import render_script
+from flows import render_script
 from tests.flows.matrix import answers_for
 
 ANSWERS = answers_for("tools", "custom", "open_ended", "local", True)

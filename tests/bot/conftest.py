@@ -15,11 +15,12 @@ import pytest
 from slack_bolt import App
 from sqlalchemy import text
 
-from artbot.dryrun import DryrunReport
-from artbot.session_store import SessionKey, create_database_engine
 from bot.app import build_service, create_app
 from bot.settings import BotSettings, load_settings
 from bot.wizard import WizardService
+from checks.dryrun import DryrunReport
+from storage.database import create_database_engine
+from storage.sessions import SessionKey
 from tests.fakes.slack_api import FakeSlack, Message
 from tests.fakes.slack_requests import (
     SignedRequest,
@@ -231,7 +232,7 @@ class SlackUser:
         """The step the bot asked last (from the engine's session, the record of truth)."""
         stored = self.bot.service.store.get(self.key)
         assert stored is not None
-        from flows.train_rl import TRAIN_RL
+        from flows import TRAIN_RL
 
         step = TRAIN_RL.next_step(stored.session.answers)
         return step.id if step else "<done>"

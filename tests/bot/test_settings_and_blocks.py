@@ -18,7 +18,7 @@ from bot.blocks import (
     question_message,
 )
 from bot.settings import SettingsError, load_settings
-from flows.engine import OptionView, Problem, Question
+from flows import OptionView, Problem, Question
 from tests.fakes.slack_api import block_errors
 
 GOOD = {"SLACK_BOT_TOKEN": "xoxb-1-2", "SLACK_SIGNING_SECRET": "s3cret"}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from artbot.dryrun import DryrunReport
-from artbot.script_check import check_script
 from bot.serve import make_http_server
+from checks.dryrun import DryrunReport
+from checks.script_check import check_script
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import (
@@ -397,7 +397,7 @@ def test_approve_records_who_and_which_script_for_the_owner_only(
 
 @pytest.mark.slow
 def test_the_dry_run_outcome_is_posted_when_ready(make_bot: BotFactory, fake: FakeSlack) -> None:
-    from artbot.dryrun import dryrun_script
+    from checks.dryrun import dryrun_script
 
     def dryrun(path: Path) -> DryrunReport:
         return dryrun_script(path, workdir=path.parent / "dryrun")

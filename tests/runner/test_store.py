@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from artbot.session_store import create_database_engine
 from runner.errors import IdempotencyConflict
 from runner.schemas import EventType, Failure, FailureKind, JobState, JobSubmission
 from runner.store import JobStore
+from storage.database import create_database_engine
 
 POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
 

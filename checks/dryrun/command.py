@@ -8,8 +8,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from artbot.dryrun.report import DryrunReport
-from artbot.dryrun.runner import dryrun_script
+from checks.dryrun.launch import dryrun_script
+from checks.dryrun.report import DryrunReport
 
 DESCRIPTION = (
     "Run an ART training script end to end on this CPU in seconds: a stand-in policy "

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from artbot.dryrun.run_record import RunRecord
+from checks.dryrun.run_record import RunRecord
 
 # Errors that ART 0.5.18 scripts commonly die of, and what to do about them (see art-notes).
 ERROR_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (

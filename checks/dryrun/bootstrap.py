@@ -1,9 +1,9 @@
-"""`python -m artbot.dryrun.bootstrap SCRIPT [ARGS...]`: run SCRIPT inside the dry run.
+"""`python -m checks.dryrun.bootstrap SCRIPT [ARGS...]`: run SCRIPT inside the dry run.
 
 Before the script runs as `__main__`, this process blocks the network, starts the stand-in
 policy, points OpenAI clients and litellm at it, swaps the stand-in trainer into `art`,
 caps the script's size flags and starts recording. Its configuration comes from the
-environment that `artbot.dryrun.runner` prepares (the `ARTBOT_DRYRUN_*` variables).
+environment that `checks.dryrun.launch` prepares (the `ARTBOT_DRYRUN_*` variables).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING
 
-from artbot.dryrun.handoff import (
+from checks.dryrun.handoff import (
     INJECTED_PATH_ENV,
     MAX_STEPS_ENV,
     OPENAI_KEY_PLACEHOLDER,
@@ -29,7 +29,7 @@ from artbot.dryrun.handoff import (
 )
 
 if TYPE_CHECKING:
-    from artbot.dryrun.run_record import Recorder
+    from checks.dryrun.run_record import Recorder
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def _script_traceback(error: BaseException, script: Path) -> str:
 
 
 def _is_step_limit(error: BaseException) -> bool:
-    from artbot.dryrun.standin_backend import DryrunStepLimit
+    from checks.dryrun.standin_backend import DryrunStepLimit
 
     if isinstance(error, BaseExceptionGroup):
         return all(_is_step_limit(e) for e in error.exceptions)
@@ -119,8 +119,8 @@ def _first_line(text: str) -> str:
 
 def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     """Run `script` under the dry run; returns its exit code."""
-    from artbot.dryrun.network_guard import install_network_guard
-    from artbot.dryrun.run_record import Recorder
+    from checks.dryrun.network_guard import install_network_guard
+    from checks.dryrun.run_record import Recorder
 
     recorder = Recorder(config.record_path, script=str(script), argv=script_args)
     recorder.flush()
@@ -132,7 +132,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
             "external call)",
         )
     )
-    from artbot.dryrun.policy_server import PolicyServer
+    from checks.dryrun.policy_server import PolicyServer
 
     policy = PolicyServer(seed=config.seed).start()
     recorder.policy_stats = policy.stats_json
@@ -142,8 +142,8 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     os.environ.setdefault("WANDB_API_KEY", WANDB_KEY_PLACEHOLDER)
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
-    from artbot.dryrun import art_patches, standin_backend
-    from artbot.dryrun.arg_caps import dryrun_caps, install_arg_caps
+    from checks.dryrun import art_patches, standin_backend
+    from checks.dryrun.arg_caps import dryrun_caps, install_arg_caps
 
     standin_backend.install_session(
         standin_backend.DryrunSession(
@@ -202,7 +202,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
 
 
 def _check_shutdown(recorder: Recorder, *, clean_exit: bool) -> None:
-    from artbot.dryrun.standin_backend import current_session
+    from checks.dryrun.standin_backend import current_session
 
     if clean_exit and current_session().unclosed_backends:
         recorder.finding(
@@ -221,9 +221,9 @@ def _check_shutdown(recorder: Recorder, *, clean_exit: bool) -> None:
 
 
 def main() -> None:
-    """Entry point: `python -m artbot.dryrun.bootstrap SCRIPT [ARGS...]`."""
+    """Entry point: `python -m checks.dryrun.bootstrap SCRIPT [ARGS...]`."""
     if len(sys.argv) < 2:
-        print("usage: python -m artbot.dryrun.bootstrap SCRIPT [ARGS...]", file=sys.stderr)
+        print("usage: python -m checks.dryrun.bootstrap SCRIPT [ARGS...]", file=sys.stderr)
         raise SystemExit(2)
     script = Path(sys.argv[1]).resolve()
     sys.exit(run(script, sys.argv[2:], BootstrapConfig.from_env()))

@@ -1,7 +1,7 @@
 """Durable wizard sessions in SQL: one row per conversation, written with optimistic concurrency.
 
-SQLite by default (a file under the user's data directory), PostgreSQL by URL. The table is
-defined here and only here, so that Alembic can take it over later.
+SQLite by default (a file under the user's data directory), PostgreSQL by URL (engines from
+`storage.database`). The table is defined here and only here; Alembic's migrations create it.
 
 Expiry is the store's business, not the wizard's: an idle session gets an `expired_at` time and
 keeps its `Session` (and its `status`) exactly as the engine left it. The engine's statuses say
@@ -10,40 +10,20 @@ where the conversation stands; `expired_at` says that the store stopped offering
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import (
-    DateTime,
-    Dialect,
-    Engine,
-    Index,
-    Integer,
-    String,
-    Text,
-    TypeDecorator,
-    and_,
-    create_engine,
-    delete,
-    event,
-    select,
-    update,
-)
-from sqlalchemy.engine import URL, CursorResult, make_url
+from sqlalchemy import Engine, Index, Integer, String, Text, and_, delete, select, update
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from artbot.sql_store import SqlStore, utc_now
-from flows.flow import Flow
-from flows.session import Session
-from flows.train_rl import TRAIN_RL
+from flows import TRAIN_RL, Flow, Session
+from storage.database import KEY_PART_MAX, UTCDateTime, create_database_engine
+from storage.sql_store import SqlStore, utc_now
 
-KEY_PART_MAX = 255
-SQLITE_BUSY_TIMEOUT_S = 30.0
 DEFAULT_FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL}
 
 
@@ -127,26 +107,6 @@ class StoredSession:
 # ---- the table ---------------------------------------------------------------------------
 
 
-class UTCDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC datetimes on every backend (SQLite has no time zones: it gets naive UTC)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the session store: use UTC-aware times")
-        utc = value.astimezone(UTC)
-        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 class Base(DeclarativeBase):
     pass
 
@@ -179,60 +139,6 @@ class SessionRow(Base):
 
 
 metadata = Base.metadata
-
-
-# ---- where the database is ---------------------------------------------------------------
-
-
-def data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """artbot's data folder: `$XDG_DATA_HOME/artbot`, else `~/.local/share/artbot`."""
-    env = os.environ if env is None else env
-    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "artbot"
-
-
-def default_database_url(env: Mapping[str, str] | None = None) -> str:
-    """The SQLite file in artbot's data folder."""
-    return f"sqlite:///{data_dir(env) / 'artbot.db'}"
-
-
-def normalize_database_url(url: str) -> URL:
-    """Parse `url`; plain `postgresql://` (or `postgres://`) means the psycopg 3 driver."""
-    try:
-        parsed = make_url(url)
-    except Exception as error:  # SQLAlchemy raises ArgumentError and ValueError here
-        raise SessionStoreError(f"not a database URL: {error}") from None
-    if parsed.drivername in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
-        raise SessionStoreError(
-            f"unsupported database {parsed.drivername!r}: use sqlite:///PATH or "
-            "postgresql+psycopg://USER@HOST/DB"
-        )
-    return parsed
-
-
-def create_database_engine(url: str | None = None) -> Engine:
-    """An engine for `url` (default: the SQLite file), with SQLite set up for concurrent writers."""
-    parsed = normalize_database_url(url or default_database_url())
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(parsed, pool_pre_ping=True)
-    database = parsed.database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
-
-    @event.listens_for(engine, "connect")
-    def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-        cursor = dbapi_connection.cursor()
-        # WAL lets readers go on while one process writes; the busy timeout makes a second
-        # writer wait for the lock instead of failing with "database is locked".
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.close()
-
-    return engine
 
 
 # ---- the store ---------------------------------------------------------------------------
@@ -414,8 +320,5 @@ __all__ = [
     "SessionStoreError",
     "StaleSession",
     "StoredSession",
-    "create_database_engine",
-    "data_dir",
-    "default_database_url",
     "metadata",
 ]

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-from artbot.dryrun.policy_replies import (
+from checks.dryrun.policy_replies import (
     JsonObject,
     completion_chunks,
     judge_trajectory_ids,

@@ -6,7 +6,7 @@ judge) and a stand-in trainer (in place of LocalBackend / ServerlessBackend). Th
 says whether it ran to the end and trained something learnable.
 """
 
-from artbot.dryrun.report import DryrunReport
-from artbot.dryrun.runner import dryrun_script
+from checks.dryrun.launch import dryrun_script
+from checks.dryrun.report import DryrunReport
 
 __all__ = ["DryrunReport", "dryrun_script"]

@@ -16,22 +16,22 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from artbot.session_store import (
-    DuplicateSession,
-    SessionExpired,
-    SessionKey,
-    SessionNotFound,
-    SessionStore,
-    SessionStoreError,
-    StaleSession,
+from flows import TRAIN_RL, Reply, Session, advance, begin
+from storage.database import (
+    DatabaseUrlError,
     create_database_engine,
     data_dir,
     default_database_url,
     normalize_database_url,
 )
-from flows.engine import Reply, advance, begin
-from flows.session import Session
-from flows.train_rl import TRAIN_RL
+from storage.sessions import (
+    DuplicateSession,
+    SessionExpired,
+    SessionKey,
+    SessionNotFound,
+    SessionStore,
+    StaleSession,
+)
 from tests.flows.matrix import MATH_ROWS
 
 POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
@@ -441,5 +441,5 @@ def test_database_urls() -> None:
     assert normalize_database_url("postgres://u@h/db").drivername == "postgresql+psycopg"
     assert normalize_database_url("sqlite:///x.db").drivername == "sqlite"
     for bad in ("mysql://u@h/db", "not a url"):
-        with pytest.raises(SessionStoreError):
+        with pytest.raises(DatabaseUrlError):
             normalize_database_url(bad)

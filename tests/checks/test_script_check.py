@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from artbot import script_check
 from artbot.cli import main
-from artbot.script_check import MAX_SCRIPT_BYTES, CheckReport, check_script, check_source
+from checks import script_check
+from checks.script_check import MAX_SCRIPT_BYTES, CheckReport, check_script, check_source
 
 GOOD = Path(__file__).parent / "check_fixtures" / "good_script.py"
 GOOD_SOURCE = GOOD.read_text()
@@ -170,7 +170,7 @@ def test_tools_missing_from_the_environment_are_problems_not_a_pass() -> None:
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from importlib.util import find_spec\n"
         "if find_spec('ruff') or find_spec('basedpyright'): raise SystemExit(3)\n"
-        "from artbot.script_check import check_source\n"
+        "from checks.script_check import check_source\n"
         "print(check_source('x = 1\\n').format())\n"
     )
     repo_root = Path(script_check.__file__).parent.parent

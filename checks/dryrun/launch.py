@@ -17,15 +17,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from artbot.dryrun.handoff import (
+from checks.dryrun.handoff import (
     INJECTED_PATH_ENV,
     MAX_STEPS_ENV,
     OPENAI_KEY_PLACEHOLDER,
     RECORD_ENV,
     WANDB_KEY_PLACEHOLDER,
 )
-from artbot.dryrun.report import DryrunReport, build_report
-from artbot.dryrun.run_record import load_record
+from checks.dryrun.report import DryrunReport, build_report
+from checks.dryrun.run_record import load_record
 
 OUTPUT_CAP_BYTES = 256 * 1024
 TAIL_LINES = 40
@@ -193,7 +193,7 @@ def dryrun_script(
         try:
             record_path = record_dir / "record.json"
             process = subprocess.Popen(
-                [sys.executable, "-m", "artbot.dryrun.bootstrap", str(script), *script_args],
+                [sys.executable, "-m", "checks.dryrun.bootstrap", str(script), *script_args],
                 cwd=cwd,
                 env=dryrun_environment(os.environ, record_path=record_path, max_steps=max_steps),
                 stdin=subprocess.DEVNULL,

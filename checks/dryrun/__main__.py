@@ -1,9 +1,9 @@
-"""`python -m artbot.dryrun SCRIPT [ARGS...]`, the same as `artbot dryrun`."""
+"""`python -m checks.dryrun SCRIPT [ARGS...]`, the same as `artbot dryrun`."""
 
 import argparse
 import sys
 
-from artbot.dryrun.command import add_dryrun_arguments, run_dryrun_command
+from checks.dryrun.command import add_dryrun_arguments, run_dryrun_command
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="artbot dryrun")

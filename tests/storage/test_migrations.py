@@ -18,20 +18,18 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, MetaData, inspect, text
 
-from artbot import db
 from artbot.cli import main
-from artbot.session_store import SessionKey, SessionStore, create_database_engine
-from artbot.session_store import metadata as session_metadata
-from bot.records import Base as BotRecordsBase
+from artbot.database import ARTBOT_TABLES
 from bot.records import BotRecords
-from flows.engine import Reply, advance, begin
-from flows.session import Session
-from flows.train_rl import TRAIN_RL
+from flows import TRAIN_RL, Reply, Session, advance, begin
+from storage import migrations as db
+from storage.database import create_database_engine
+from storage.sessions import SessionKey, SessionStore
 
 POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
 KEY = SessionKey("T0001", "C0001", "1712345678.000100")
 HEAD = "0002"  # the newest migration: bump with each new one
-MODELS: tuple[MetaData, ...] = (session_metadata, BotRecordsBase.metadata)
+MODELS: tuple[MetaData, ...] = ARTBOT_TABLES
 MODEL_TABLES = {table.name for metadata in MODELS for table in metadata.tables.values()}
 
 
@@ -50,7 +48,7 @@ class Database:
         return self.engine.execution_options(schema_translate_map={None: self.schema})
 
     def upgrade(self) -> None:
-        db.upgrade(self.url, schema=self.schema)
+        db.upgrade(self.url, tables=MODELS, schema=self.schema)
 
     def current(self) -> str | None:
         return db.current(self.url, schema=self.schema)
@@ -191,7 +189,7 @@ def test_upgrade_creates_exactly_the_models_tables_and_columns(
 def test_the_models_need_no_migration_beyond_head(tmp_path: Path) -> None:
     """Alembic's autogenerate finds nothing to add: a model changed without a migration fails here."""
     url = f"sqlite:///{tmp_path / 'artbot.db'}"
-    db.upgrade(url)
+    db.upgrade(url, tables=MODELS)
     engine = create_database_engine(url)
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
@@ -274,7 +272,9 @@ def test_unstamped_tables_that_differ_from_the_models_are_refused(database: Data
 def test_downgrade_removes_every_table(database: Database) -> None:
     database.upgrade()
     with database.open().begin() as connection:
-        config = db.alembic_config(database.url, schema=database.schema, connection=connection)
+        config = db.alembic_config(
+            database.url, tables=MODELS, schema=database.schema, connection=connection
+        )
         command.downgrade(config, "base")
     assert database.tables() & MODEL_TABLES == set()
     assert database.current() is None
@@ -284,7 +284,7 @@ def test_the_config_alone_opens_the_database_itself(
     database: Database, reference: Database
 ) -> None:
     """As `alembic.command.revision(..., autogenerate=True)` would use it: no connection given."""
-    command.upgrade(db.alembic_config(database.url, schema=database.schema), "head")
+    command.upgrade(db.alembic_config(database.url, tables=MODELS, schema=database.schema), "head")
     assert database.shape() == reference.shape()
     assert database.current() == db.head()
 

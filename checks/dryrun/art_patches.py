@@ -23,8 +23,8 @@ import art.serverless
 import art.serverless.backend
 from art.trajectories import Trajectory, TrajectoryGroup
 
-from artbot.dryrun.run_record import Recorder
-from artbot.dryrun.standin_backend import StandinLocalBackend, StandinServerlessBackend
+from checks.dryrun.run_record import Recorder
+from checks.dryrun.standin_backend import StandinLocalBackend, StandinServerlessBackend
 
 AfterEach = Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | list[TrajectoryGroup] | None]]
 # litellm providers that already speak the OpenAI wire format.

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from artbot.dryrun import dryrun_script
-from artbot.script_check import check_scripts
-from flows.render import render_script
+from checks.dryrun import dryrun_script
+from checks.script_check import check_scripts
+from flows import render_script
 from tests.flows.matrix import MATH_ROWS, answers_for, matrix, variant_id
 
 GENERATOR = (

@@ -36,9 +36,9 @@ from art.types import (
 )
 from art.utils.output_dirs import get_model_dir
 
-from artbot.dryrun.group_checks import check_groups
-from artbot.dryrun.policy_server import PolicyServer
-from artbot.dryrun.run_record import Recorder, TrainedStep
+from checks.dryrun.group_checks import check_groups
+from checks.dryrun.policy_server import PolicyServer
+from checks.dryrun.run_record import Recorder, TrainedStep
 
 INFERENCE_API_KEY = "artbot-dryrun"
 CHECKPOINT_FILE = "dryrun_checkpoint.json"

@@ -5,7 +5,7 @@ Revises: (none)
 
 How this coexists with `create_all`: the stores (`SessionStore`, `BotRecords`) still create the
 tables they miss on first use, so a fresh SQLite file works with no setup. Such a database has
-the models' tables but no `alembic_version` row. `artbot db upgrade` (artbot.db.upgrade) does
+the models' tables but no `alembic_version` row. `artbot db upgrade` (storage.migrations.upgrade) does
 not run this migration on it (CREATE TABLE would fail on the existing tables): it compares the
 tables that exist with the models and, when they match, creates the missing ones the way the
 stores would and stamps the head revision. A database that is stamped has every table, so the
@@ -28,7 +28,7 @@ down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-KEY = 255  # artbot.session_store.KEY_PART_MAX: team, channel, thread and user ids
+KEY = 255  # storage.sessions.KEY_PART_MAX: team, channel, thread and user ids
 
 
 def upgrade() -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from art.trajectories import Trajectory, TrajectoryGroup
 from openai.types.chat.chat_completion import Choice
 
-from artbot.dryrun.run_record import Severity
+from checks.dryrun.run_record import Severity
 
 METADATA_TYPES = (float, int, str, bool, type(None))
 

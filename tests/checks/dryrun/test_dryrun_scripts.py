@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from artbot.dryrun import DryrunReport, dryrun_script
+from checks.dryrun import DryrunReport, dryrun_script
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

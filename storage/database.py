@@ -1,0 +1,107 @@
+"""Where artbot's databases are and how they are opened: URLs, engines, and a UTC datetime column.
+
+SQLite by default (a file under the user's data directory), PostgreSQL by URL. Every store (the
+wizard's sessions, the bot's records, the runner's jobs) opens its engine here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import DateTime, Dialect, Engine, TypeDecorator, create_engine, event
+from sqlalchemy.engine import URL, make_url
+
+KEY_PART_MAX = 255
+"""Longest identifier part (a Slack team, channel, thread or user id) a table keeps."""
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+class DatabaseUrlError(ValueError):
+    """A database URL that cannot be used; the message says why, for the user."""
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend (SQLite has no time zones: it gets naive UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a store: use UTC-aware times")
+        utc = value.astimezone(UTC)
+        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """artbot's data folder: `$XDG_DATA_HOME/artbot`, else `~/.local/share/artbot`."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "artbot"
+
+
+def default_database_url(env: Mapping[str, str] | None = None) -> str:
+    """The SQLite file in artbot's data folder."""
+    return f"sqlite:///{data_dir(env) / 'artbot.db'}"
+
+
+def normalize_database_url(url: str) -> URL:
+    """Parse `url`; plain `postgresql://` (or `postgres://`) means the psycopg 3 driver."""
+    try:
+        parsed = make_url(url)
+    except Exception as error:  # SQLAlchemy raises ArgumentError and ValueError here
+        raise DatabaseUrlError(f"not a database URL: {error}") from None
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+        raise DatabaseUrlError(
+            f"unsupported database {parsed.drivername!r}: use sqlite:///PATH or "
+            "postgresql+psycopg://USER@HOST/DB"
+        )
+    return parsed
+
+
+def is_missing_sqlite_file(url: URL) -> bool:
+    """True for an SQLite URL whose file does not exist yet (opening it would create it)."""
+    database = url.database
+    return (
+        url.get_backend_name() == "sqlite"
+        and bool(database)
+        and database != ":memory:"
+        and not str(database).startswith("file:")
+        and not Path(str(database)).expanduser().exists()
+    )
+
+
+def create_database_engine(url: str | None = None) -> Engine:
+    """An engine for `url` (default: the SQLite file), with SQLite set up for concurrent writers."""
+    parsed = normalize_database_url(url or default_database_url())
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    database = parsed.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # WAL lets readers go on while one process writes; the busy timeout makes a second
+        # writer wait for the lock instead of failing with "database is locked".
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    return engine
