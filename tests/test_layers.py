@@ -1,0 +1,152 @@
+"""The layout's layers hold: no package imports a package above it.
+
+Bottom to top: the pure wizard (`flows`) and the database plumbing (`storage.database`,
+`storage.sql_store`, `storage.migrations`) import nothing of ours; the session store and the
+checks build on the wizard; the runner on the plumbing alone; the Slack bot on all of those (the
+runner only through its client and wire schemas); the command line (`artbot`) on everything.
+Every import counts, also those inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("flows", "storage", "checks", "runner", "bot", "artbot")
+PLUMBING = ("storage.database", "storage.sql_store", "storage.migrations")
+
+# What each part may import of ours besides itself: a package, or one module of it.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "flows": (),
+    "storage.database": (),
+    "storage.sql_store": (),
+    "storage.migrations": ("storage.database",),
+    "storage.sessions": ("flows", *PLUMBING),
+    "checks": ("flows",),
+    "runner": PLUMBING,
+    "bot": ("flows", "storage", "checks", "runner.client", "runner.schemas"),
+    "artbot": OURS,
+}
+
+
+def part_of(module: str) -> str:
+    """The entry of ALLOWED that governs `module` (the longest matching prefix)."""
+    matches = [part for part in ALLOWED if module == part or module.startswith(part + ".")]
+    return max(matches, key=len)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of_ours(path: Path) -> set[str]:
+    """The modules of ours that `path` imports, anywhere in the file."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                # `from storage import migrations` imports the module storage.migrations;
+                # `from flows import advance` imports a name of the package flows.
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if is_module(submodule) else node.module)
+    return {name for name in found if name.split(".")[0] in OURS}
+
+
+def is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def within(module: str, part: str) -> bool:
+    return module == part or module.startswith(part + ".")
+
+
+def allowed(importer: str, imported: str) -> bool:
+    """May `importer` import `imported`? Within one package yes (storage's modules are layers
+    of their own); across packages only what ALLOWED lists."""
+    own = part_of(importer)
+    same_package = imported.split(".")[0] == own.split(".")[0]
+    if within(imported, own) or (same_package and not own.startswith("storage")):
+        return True
+    return any(within(imported, lower) for lower in ALLOWED[own])
+
+
+def source_files() -> list[Path]:
+    return sorted(path for package in OURS for path in (ROOT / package).rglob("*.py"))
+
+
+def test_no_package_imports_a_package_above_it() -> None:
+    wrong = [
+        f"{module_name(path)} imports {imported}"
+        for path in source_files()
+        for imported in sorted(imports_of_ours(path))
+        if not allowed(module_name(path), imported)
+    ]
+    assert wrong == []
+
+
+def test_adapters_use_the_wizard_through_its_public_api() -> None:
+    """Outside flows/, the wizard is `from flows import ...`: its inner modules may move."""
+    reaching_in = [
+        f"{module_name(path)} imports {imported}"
+        for path in source_files()
+        if not module_name(path).startswith("flows")
+        for imported in sorted(imports_of_ours(path))
+        if imported.startswith("flows.") and imported.removeprefix("flows.") not in _public()
+    ]
+    assert reaching_in == []
+
+
+def _public() -> set[str]:
+    import flows
+
+    return set(flows.__all__)
+
+
+@pytest.mark.parametrize(
+    ("entry", "must_not_load"),
+    [
+        ("flows", ("sqlalchemy", "slack_sdk", "slack_bolt", "httpx", "fastapi", "storage", "bot")),
+        ("runner.serve", ("flows", "bot", "artbot", "checks", "storage.sessions", "slack_sdk")),
+        ("runner.app", ("flows", "bot", "artbot", "checks", "storage.sessions")),
+        ("storage.migrations", ("flows", "bot", "runner", "artbot", "checks")),
+        ("checks.script_check", ("bot", "runner", "artbot", "storage", "slack_sdk")),
+    ],
+)
+def test_importing_a_layer_loads_nothing_above_it(
+    entry: str, must_not_load: tuple[str, ...]
+) -> None:
+    probe = (
+        f"import sys, {entry}\n"
+        f"loaded = sorted(m for m in sys.modules if m.split('.')[0] in {must_not_load!r} "
+        f"or m in {must_not_load!r})\n"
+        "print('\\n'.join(loaded))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == []
+
+
+def test_the_layer_rules_catch_an_upward_import() -> None:
+    assert not allowed("runner.store", "flows")
+    assert not allowed("runner.service", "storage.sessions")
+    assert not allowed("flows.engine", "storage.database")
+    assert not allowed("bot.app", "artbot.cli")
+    assert not allowed("bot.runs", "runner.service")
+    assert not allowed("storage.database", "storage.sessions")
+    assert not allowed("checks.dryrun.launch", "bot.app")
+    assert allowed("bot.app", "runner.client")
+    assert allowed("storage.sessions", "flows")
+    assert allowed("artbot.cli", "bot.serve")
