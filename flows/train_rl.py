@@ -6,9 +6,8 @@ from typing import Any
 
 from flows import validators as v
 from flows.conditions import all_of, any_of, is_, not_
-from flows.engine import INTRO_NOTES
 from flows.flow import Flow
-from flows.steps import Answers, Choice, InvalidAnswer, Option, SettingField, Settings, Text
+from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Text, ValuesMenu
 
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "learning_rate": 1e-5,
@@ -30,7 +29,6 @@ RULER_NOTE = (
     "scores which ones are better, so you need no hand-written reward function. It needs an "
     "`OPENAI_API_KEY` (or the key of the judge's provider) where the training runs."
 )
-INTRO_NOTES["reward"] = RULER_NOTE
 
 REPLAYABLE_RULE = (
     "The rule: choose *multi-turn RL* when an episode can be recreated and rolled out again and "
@@ -341,6 +339,7 @@ TRAIN_RL = Flow(
                 "Choose programmatic only when correctness is robustly checkable with code; custom only when the task genuinely mixes reward sources."
             ),
             help="RULER for open-ended answers and tool use; programmatic when code can check correctness (exact answers, game outcomes); custom mixes both.",
+            intro_note=RULER_NOTE,
         ),
         Text(
             "reward_logic",
@@ -528,47 +527,47 @@ TRAIN_RL = Flow(
             recommend=lambda a: "defaults",
             recommend_reads=(),
         ),
-        Settings(
+        ValuesMenu(
             "hyperparameter_values",
             "Which hyperparameter do you want to change? Pick one, give its value; `done` when finished.",
             when=is_("hyperparameters", "customize"),
             fields=(
-                SettingField(
+                MenuField(
                     "learning_rate",
                     "Learning rate",
                     v.float_in(1e-8, 1e-2),
                     DEFAULT_HYPERPARAMETERS["learning_rate"],
                     hint="From 1e-8 to 1e-2.",
                 ),
-                SettingField(
+                MenuField(
                     "rollouts_per_group",
                     "Rollouts per group",
                     v.int_in(2, 64),
                     DEFAULT_HYPERPARAMETERS["rollouts_per_group"],
                     hint="2 to 64: GRPO compares rollouts within a group, so it needs at least 2.",
                 ),
-                SettingField(
+                MenuField(
                     "groups_per_step",
                     "Groups per step",
                     v.int_in(1, 64),
                     DEFAULT_HYPERPARAMETERS["groups_per_step"],
                     hint="1 to 64 scenarios per training step.",
                 ),
-                SettingField(
+                MenuField(
                     "num_steps",
                     "Training steps (open-ended loop)",
                     v.int_in(1, 100_000),
                     DEFAULT_HYPERPARAMETERS["num_steps"],
                     hint="1 to 100000.",
                 ),
-                SettingField(
+                MenuField(
                     "num_epochs",
                     "Epochs (dataset loop)",
                     v.int_in(1, 1_000),
                     DEFAULT_HYPERPARAMETERS["num_epochs"],
                     hint="1 to 1000.",
                 ),
-                SettingField(
+                MenuField(
                     "gpu_memory_utilization",
                     "GPU memory utilization",
                     v.float_in(0.1, 0.95),
