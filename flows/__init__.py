@@ -3,15 +3,21 @@
 Adapters (the terminal chat, the Slack bot, storage) import what they need from here, not from
 the modules inside: those are the wizard's own business and may move.
 
-    from flows import TRAIN_RL, Reply, advance, begin
+    from flows import TRAIN_RL, Reply, Session, advance, begin
 
-    turn = begin(TRAIN_RL, owner="U1")
-    turn = advance(TRAIN_RL, turn.session, Reply.text("U1", "static"))
+    turn = begin(TRAIN_RL, Session.start(TRAIN_RL.id))
+    turn = advance(TRAIN_RL, turn.session, Reply(text="static"))
 """
 
-from flows.engine import (
-    MAX_ATTACHMENT_BYTES,
-    MAX_REPLY_CHARS,
+from flows.answers import MAX_ATTACHMENT_BYTES
+from flows.engine import MAX_REPLY_CHARS, advance, begin
+from flows.flow import Flow
+from flows.render import RenderError, render_script
+from flows.replay import AnswersError, replay
+from flows.session import Session
+from flows.steps import Attachment
+from flows.train_rl import TRAIN_RL, hyperparameters
+from flows.turns import (
     Answered,
     Cancelled,
     Completed,
@@ -23,15 +29,7 @@ from flows.engine import (
     Question,
     Reply,
     Turn,
-    advance,
-    begin,
 )
-from flows.flow import Flow
-from flows.render import RenderError, render_script
-from flows.replay import AnswersError, replay
-from flows.session import Session
-from flows.steps import Attachment
-from flows.train_rl import TRAIN_RL, hyperparameters
 
 __all__ = [
     "MAX_ATTACHMENT_BYTES",

@@ -81,7 +81,12 @@ def is_(step: str, *values: str) -> Is:
 
 
 def all_of(*conditions: Condition) -> All:
-    return All(tuple(conditions))
+    """True when every condition holds. A nested all_of is flattened into this one, so a named
+    guard can be narrowed (`all_of(WITH_TOOLS, is_(...))`) and still be checked part by part."""
+    parts: list[Condition] = []
+    for condition in conditions:
+        parts.extend(condition.conditions if isinstance(condition, All) else (condition,))
+    return All(tuple(parts))
 
 
 def any_of(*conditions: Condition) -> Any_:

@@ -1,4 +1,7 @@
-"""A flow: an ordered list of steps plus the template its answers render into, checked when built."""
+"""A flow: an ordered list of steps plus the template its answers render into.
+
+A flow is checked when it is built, so a bad definition fails at import.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flows.conditions import All, Is
-from flows.steps import Answers, AnyStep, Choice, Settings
+from flows.steps import Answers, AnyStep, Choice, ValuesMenu
 from flows.template_files import templates_dir
 
 
@@ -17,7 +20,10 @@ class FlowDefinitionError(Exception):
 
 @dataclass(frozen=True)
 class Flow:
-    """The questions of one wizard, in order. The next question is the first active step not yet answered."""
+    """The questions of one wizard, in order.
+
+    The next question is the first active step not yet answered.
+    """
 
     id: str
     template: str
@@ -48,7 +54,7 @@ class Flow:
         return None
 
     def active_answers(self, answers: Answers) -> dict[str, Any]:
-        """Only the answers of steps that are active now (a changed branch leaves stale ones behind)."""
+        """Only the answers of steps active now (a changed branch leaves stale ones behind)."""
         return {s.id: answers[s.id] for s in self.active_steps(answers) if s.id in answers}
 
     def find(self, name: str) -> AnyStep | None:
@@ -79,10 +85,10 @@ def _validate(flow: Flow) -> None:
         seen[step.id] = index
         if isinstance(step, Choice):
             _validate_choice(flow, step)
-        if isinstance(step, Settings) and not step.fields:
+        if isinstance(step, ValuesMenu) and not step.fields:
             raise FlowDefinitionError(f"flow {flow.id!r}: settings step {step.id!r} has no fields")
         conditions = [step.when] if step.when is not None else []
-        if isinstance(step, Settings):
+        if isinstance(step, ValuesMenu):
             conditions += [f.when for f in step.fields if f.when is not None]
         for condition in conditions:
             for read, values in condition.reads().items():

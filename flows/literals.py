@@ -15,7 +15,7 @@ from typing import Any
 
 
 class PyLiteral(str):
-    """Source text of a Python literal (str, number, bool, None, list, dict) whose value is known."""
+    """Source text of a Python literal (str, number, bool, None, list, dict) of known value."""
 
 
 class Code(str):
@@ -42,7 +42,7 @@ def code(source: str) -> Code:
 
 
 def py_literal(value: Any, indent: int = 0) -> PyLiteral:
-    """A Python literal equal to `value` (JSON-like data); lists of dicts print one item per line."""
+    """A Python literal equal to `value` (JSON-like data); lists of dicts print an item a line."""
     return PyLiteral(_literal(value, indent))
 
 

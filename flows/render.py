@@ -1,4 +1,7 @@
-"""Render a flow's answers into the training script with Jinja2 (StrictUndefined, marked values only)."""
+"""Render a flow's answers into the training script with Jinja2.
+
+The environment is strict (StrictUndefined) and prints marked values only (flows.literals).
+"""
 
 from __future__ import annotations
 

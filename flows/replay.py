@@ -10,14 +10,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from flows.engine import DONE, MAX_REPLY_CHARS, Cancelled, Problem, Reply, Turn, advance, begin
+from flows.commands import is_command
+from flows.engine import MAX_REPLY_CHARS, advance, begin
 from flows.flow import Flow
+from flows.questions import DONE
 from flows.session import Session
-from flows.steps import AnyStep, Attachment, Choice, Settings, Text
+from flows.steps import AnyStep, Attachment, Choice, Text, ValuesMenu
+from flows.turns import Cancelled, Problem, Reply, Turn
 
 MISSING = object()
-COMMANDS = frozenset({"help", "status", "cancel", "restart", "back", "edit"})
-"""Replies the engine reads as commands on any question (see flows.engine)."""
 
 
 class AnswersError(ValueError):
@@ -58,8 +59,8 @@ def replay(flow: Flow, answers: Mapping[str, Any]) -> Session:
 
 
 def _answer(flow: Flow, session: Session, step: AnyStep, value: Any) -> Session:
-    if isinstance(step, Settings):
-        return _answer_settings(flow, session, step, value)
+    if isinstance(step, ValuesMenu):
+        return _answer_menu(flow, session, step, value)
     if value is MISSING or value is None:
         if isinstance(step, Text) and step.default is not None:
             return _step(flow, session, step, Reply(text="default"))
@@ -93,7 +94,7 @@ def _answer_choice(flow: Flow, session: Session, step: Choice, value: Any) -> Se
     return after
 
 
-def _answer_settings(flow: Flow, session: Session, step: Settings, value: Any) -> Session:
+def _answer_menu(flow: Flow, session: Session, step: ValuesMenu, value: Any) -> Session:
     if value is MISSING or value is None:
         value = {}
     if not isinstance(value, Mapping):
@@ -131,7 +132,7 @@ def _text_reply(step: AnyStep, value: Any) -> Reply:
 
 
 def _as_text(value: Any) -> str:
-    """A value as the user would type it: strings as they are, numbers by str(), the rest as JSON."""
+    """A value as the user would type it: strings as they are, numbers by str(), else JSON."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -158,7 +159,7 @@ def _step(flow: Flow, session: Session, step: AnyStep, reply: Reply) -> Session:
     if any(isinstance(effect, Cancelled) for effect in turn.effects):
         raise AnswersError(step.id, f"{_shown(reply.text)} is the `cancel` command, not an answer")
     if not _progressed(session, turn, step):
-        if reply.value is None and _is_command(reply.text):
+        if reply.value is None and is_command(reply.text):
             raise AnswersError(
                 step.id,
                 f"{_shown(reply.text)} is one of the wizard's commands, so it cannot be given as "
@@ -175,15 +176,10 @@ def _progressed(before: Session, turn: Turn, step: AnyStep) -> bool:
     after = turn.session
     if step.id in after.answers and step.id not in before.answers:
         return True
-    # On a Settings menu, picking a field or giving its value moves the menu along.
-    return isinstance(step, Settings) and (
+    # On a values menu, picking a field or giving its value moves the menu along.
+    return isinstance(step, ValuesMenu) and (
         after.pending_field != before.pending_field or after.draft != before.draft
     )
-
-
-def _is_command(text: str) -> bool:
-    lowered = text.strip().lower()
-    return lowered in COMMANDS or lowered.startswith("edit ")
 
 
 def _option_values(step: Choice) -> str:

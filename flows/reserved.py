@@ -112,5 +112,8 @@ def check_user_code(source: str, what: str) -> str | None:
     """Why `source` cannot go into the script (it redefines one of the script's names), or None."""
     clashes = sorted(defined_names(source) & RESERVED_NAMES)
     if clashes:
-        return f"The {what} defines {', '.join(clashes)}, which the generated script defines itself: rename {'them' if len(clashes) > 1 else 'it'}."
+        return (
+            f"The {what} defines {', '.join(clashes)}, which the generated script defines "
+            f"itself: rename {'them' if len(clashes) > 1 else 'it'}."
+        )
     return None

@@ -25,9 +25,9 @@ class Session:
     """Text the user gave up front (e.g. after /train-rl), proposed for confirmation."""
     failures: Mapping[str, int] = field(default_factory=dict)
     pending_field: str | None = None
-    """On a Settings step: the field whose new value is being asked."""
+    """On a ValuesMenu step: the field whose new value is being asked."""
     draft: Mapping[str, Any] = field(default_factory=dict)
-    """On a Settings step: the values changed so far, stored as the answer on `done`."""
+    """On a ValuesMenu step: the values changed so far, stored as the answer on `done`."""
     shown_notes: frozenset[str] = frozenset()
     status: SessionStatus = "active"
     revision: int = 0

@@ -1,4 +1,7 @@
-"""The kinds of question a flow is made of. A step is data: what to ask, when, and how to read the answer."""
+"""The kinds of question a flow is made of.
+
+A step is data: what to ask, when, and how to read the answer.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ Parse = Callable[[str, Answers], Any]
 
 
 class InvalidAnswer(ValueError):
-    """An answer that cannot be accepted; the message says what is wrong, briefly and specifically."""
+    """An answer that cannot be accepted; the message says what is wrong, briefly and exactly."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class Step:
     example: str = ""
     title: str = ""
     """Short name used in `status`, `edit` and summaries; defaults to the id."""
+    intro_note: str = ""
+    """Shown once, before this step is asked for the first time (e.g. what RULER is)."""
 
     @property
     def name(self) -> str:
@@ -59,7 +64,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Choice(Step):
-    """Pick one option: buttons in Slack; a button value, the option's number or its text elsewhere."""
+    """Pick one option: buttons in Slack; elsewhere a button value, the option's number or text."""
 
     options: tuple[Option, ...] = ()
     recommend: Callable[[Answers], str | None] | None = None
@@ -78,7 +83,7 @@ TextKind = Literal["text", "number", "json", "code", "path"]
 
 @dataclass(frozen=True)
 class Text(Step):
-    """A free-text answer, read by `parse`. Code and data may come as a code block or an uploaded file."""
+    """A free-text answer, read by `parse`. Code and data may come as a code block or a file."""
 
     parse: Parse = field(default=lambda text, answers: text)
     kind: TextKind = "text"
@@ -92,8 +97,8 @@ class Text(Step):
 
 
 @dataclass(frozen=True)
-class SettingField:
-    """One value on a Settings menu."""
+class MenuField:
+    """One value on a ValuesMenu: its label, how to read a new value, and its default."""
 
     id: str
     label: str
@@ -104,12 +109,13 @@ class SettingField:
 
 
 @dataclass(frozen=True)
-class Settings(Step):
-    """A menu of values with defaults: pick one, give its value, repeat, then `done`."""
+class ValuesMenu(Step):
+    """A menu of values with defaults (e.g. hyperparameters): pick one, give its value, repeat,
+    then `done`. The answer is a dict of the values changed."""
 
-    fields: tuple[SettingField, ...] = ()
+    fields: tuple[MenuField, ...] = ()
 
-    def active_fields(self, answers: Answers) -> tuple[SettingField, ...]:
+    def active_fields(self, answers: Answers) -> tuple[MenuField, ...]:
         return tuple(f for f in self.fields if f.when is None or f.when(answers))
 
     def values(self, answers: Answers) -> dict[str, Any]:
@@ -118,4 +124,4 @@ class Settings(Step):
         return {f.id: changed.get(f.id, f.default) for f in self.active_fields(answers)}
 
 
-AnyStep = Choice | Text | Settings
+AnyStep = Choice | Text | ValuesMenu

@@ -1,14 +1,14 @@
-"""The `train-rl` wizard as data: every question of the product spec, in order, with its branching."""
+"""The `train-rl` wizard as data: every question of the product spec, in order, with its
+branching, and the few parsers and displays that only its questions use."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from flows import validators as v
-from flows.conditions import all_of, any_of, is_, not_
-from flows.engine import INTRO_NOTES
+from flows.conditions import Condition, all_of, any_of, is_, not_
 from flows.flow import Flow
-from flows.steps import Answers, Choice, InvalidAnswer, Option, SettingField, Settings, Text
+from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text, ValuesMenu
 
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "learning_rate": 1e-5,
@@ -30,7 +30,6 @@ RULER_NOTE = (
     "scores which ones are better, so you need no hand-written reward function. It needs an "
     "`OPENAI_API_KEY` (or the key of the judge's provider) where the training runs."
 )
-INTRO_NOTES["reward"] = RULER_NOTE
 
 REPLAYABLE_RULE = (
     "The rule: choose *multi-turn RL* when an episode can be recreated and rolled out again and "
@@ -39,12 +38,24 @@ REPLAYABLE_RULE = (
     "mutable production systems or other state you cannot reset. Which is closer to your task?"
 )
 
+# The branches, named once: the steps' `when=` guards and the helpers below read the same ones.
+MULTI_TURN = is_("turns", "multi")
+WITH_TOOLS = all_of(MULTI_TURN, is_("uses_tools", "yes"))
+WITH_ENVIRONMENT = all_of(MULTI_TURN, is_("uses_tools", "no"))
+FROM_GENERATOR = is_("scenario_source", "generator")
+VALIDATED = any_of(
+    is_("val_split", "held_out", "separate"),
+    is_("val_generated", "generated", "separate"),
+)
+WITH_RULER = is_("reward", "ruler", "custom")
+CUSTOM_HYPERPARAMETERS = is_("hyperparameters", "customize")
+
 
 def rollout_pattern(answers: Answers) -> str:
     """single, tools or game: which rollout the script uses."""
-    if answers.get("turns") != "multi":
+    if not MULTI_TURN(answers):
         return "single"
-    return "tools" if answers.get("uses_tools") == "yes" else "game"
+    return "tools" if WITH_TOOLS(answers) else "game"
 
 
 def _prompt_field(answers: Answers) -> str | None:
@@ -114,8 +125,8 @@ def _check_val_fraction(value: float, answers: Answers) -> float:
     train = answers.get("train_fraction", 0.0) if answers.get("train_split") == "fraction" else 0.0
     if train + value > 1.0 + 1e-9:
         raise InvalidAnswer(
-            f"Training ({train:g}) and validation ({value:g}) together take more than all scenarios: "
-            "lower one of them."
+            f"Training ({train:g}) and validation ({value:g}) together take more than all "
+            "scenarios: lower one of them."
         )
     rows = answers.get("scenario_rows")
     if isinstance(rows, list) and answers.get("train_split") == "all":
@@ -134,10 +145,18 @@ def _val_fraction(value: str, answers: Answers) -> float:
 
 
 def _check_iteration(value: str, answers: Answers) -> None:
-    if value == "dataset" and answers.get("scenario_source") == "generator":
+    if value == "dataset" and FROM_GENERATOR(answers):
         raise InvalidAnswer(
             "A generator has no fixed dataset to iterate over: choose the open-ended loop."
         )
+
+
+def _hyperparameter(
+    field_id: str, label: str, parse: Parse, *, hint: str, when: Condition | None = None
+) -> MenuField:
+    """A field of the hyperparameter menu, whose default is its DEFAULT_HYPERPARAMETERS value."""
+    default = DEFAULT_HYPERPARAMETERS[field_id]
+    return MenuField(field_id, label, parse, default, when=when, hint=hint)
 
 
 TRAIN_RL = Flow(
@@ -146,7 +165,10 @@ TRAIN_RL = Flow(
     steps=[
         Choice(
             "replayable",
-            "Can an episode of your task be recreated from the same initial state, again and again?",
+            (
+                "Can an episode of your task be recreated from the same initial state, again and "
+                "again?"
+            ),
             options=(
                 Option("yes", "Episodes can be recreated", "From the same initial state"),
                 Option(
@@ -154,7 +176,10 @@ TRAIN_RL = Flow(
                 ),
                 Option("unsure", "Not sure", explain=REPLAYABLE_RULE),
             ),
-            help="Whether your environment can be reset and replayed decides between multi-turn RL and single-turn training.",
+            help=(
+                "Whether your environment can be reset and replayed decides between multi-turn RL "
+                "and single-turn training."
+            ),
             title="replayability",
         ),
         Choice(
@@ -167,16 +192,24 @@ TRAIN_RL = Flow(
             recommend=lambda a: "multi" if a.get("replayable") == "yes" else "single",
             recommend_reads=("replayable",),
             recommend_reason=lambda a: (
-                "Your episodes can be replayed, so I recommend multi-turn RL. Please confirm there is no hidden live dependency."
+                (
+                    "Your episodes can be replayed, so I recommend multi-turn RL. Please confirm "
+                    "there is no hidden live dependency."
+                )
                 if a.get("replayable") == "yes"
                 else "Your scenarios are static, so I recommend single-turn training."
             ),
-            help="Single-turn: one response per prompt (solve a math problem, classify text). Multi-turn: the agent acts, sees the effect, and acts again (play a game, use tools).",
+            help=(
+                "Single-turn: one response per prompt (solve a math problem, classify text). "
+                "Multi-turn: the agent acts, sees the effect, and acts again (play a game, use "
+                "tools)."
+            ),
         ),
         Text(
             "task",
             "What must the agent accomplish? Describe the task in a sentence or two.\n"
-            "I will draft the rollout and environment from your answers; expect to edit them once the script is generated.",
+            "I will draft the rollout and environment from your answers; expect to edit them once "
+            "the script is generated.",
             parse=v.text(min_len=10, max_len=4000),
             help="A plain description of the behaviour to optimize. RULER's judge reads it too.",
             example="Answer grade-school math word problems with just the final number.",
@@ -201,8 +234,14 @@ TRAIN_RL = Flow(
             when=is_("scenario_source", "inline", "upload"),
             accepts_files=(".jsonl", ".json"),
             display=_rows_display,
-            help='One JSON object per scenario. Single-turn scenarios need a "prompt" string; add any fields your reward reads (e.g. "answer").',
-            example='{"prompt": "What is 17 * 3?", "answer": "51"}\n{"prompt": "What is 9 + 10?", "answer": "19"}',
+            help=(
+                'One JSON object per scenario. Single-turn scenarios need a "prompt" string; add '
+                'any fields your reward reads (e.g. "answer").'
+            ),
+            example=(
+                '{"prompt": "What is 17 * 3?", "answer": "51"}\n'
+                '{"prompt": "What is 9 + 10?", "answer": "19"}'
+            ),
             title="scenario data",
         ),
         Text(
@@ -211,20 +250,30 @@ TRAIN_RL = Flow(
             parse=v.runner_path((".jsonl",)),
             kind="path",
             when=is_("scenario_source", "runner_file"),
-            help="The script reads this file when it starts, on the machine that trains, and checks every row.",
+            help=(
+                "The script reads this file when it starts, on the machine that trains, and checks "
+                "every row."
+            ),
             example="/data/math/train.jsonl",
             title="scenarios path",
         ),
         Text(
             "scenario_generator",
-            "Paste the generator: a function `generate_scenario(rng)` that takes a `random.Random` and returns one scenario (a dict).",
+            (
+                "Paste the generator: a function `generate_scenario(rng)` that takes a "
+                "`random.Random` and returns one scenario (a dict)."
+            ),
             parse=_generator_code,
             kind="code",
-            when=is_("scenario_source", "generator"),
+            when=FROM_GENERATOR,
             accepts_files=(".py",),
             display=_code_display,
             help="Python code, sent on purpose: it goes into the script as it is, after it parses.",
-            example='def generate_scenario(rng):\n    a, b = rng.randint(1, 99), rng.randint(1, 99)\n    return {"prompt": f"What is {a} + {b}?", "answer": str(a + b)}',
+            example=(
+                "def generate_scenario(rng):\n"
+                "    a, b = rng.randint(1, 99), rng.randint(1, 99)\n"
+                '    return {"prompt": f"What is {a} + {b}?", "answer": str(a + b)}'
+            ),
             title="generator",
         ),
         Text(
@@ -245,7 +294,7 @@ TRAIN_RL = Flow(
                 Option("yes", "Yes, it calls tools"),
                 Option("no", "No, it plays an environment"),
             ),
-            when=is_("turns", "multi"),
+            when=MULTI_TURN,
             title="tool use",
         ),
         Text(
@@ -253,11 +302,19 @@ TRAIN_RL = Flow(
             "Paste the tools as a JSON list of OpenAI function-calling schemas.",
             parse=v.tool_schemas,
             kind="json",
-            when=all_of(is_("turns", "multi"), is_("uses_tools", "yes")),
+            when=WITH_TOOLS,
             accepts_files=(".json",),
             display=_tools_display,
-            help='Each tool: {"type": "function", "function": {"name", "description", "parameters"}} where parameters is a JSON-Schema object. Names must be Python identifiers.',
-            example='[{"type": "function", "function": {"name": "search", "description": "Search the docs", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]',
+            help=(
+                'Each tool: {"type": "function", "function": {"name", "description", '
+                '"parameters"}} where parameters is a JSON-Schema object. Names must be Python '
+                "identifiers."
+            ),
+            example=(
+                '[{"type": "function", "function": {"name": "search", "description": "Search the '
+                'docs", "parameters": {"type": "object", "properties": {"query": {"type": '
+                '"string"}}, "required": ["query"]}}}]'
+            ),
         ),
         Choice(
             "tool_execution",
@@ -266,20 +323,24 @@ TRAIN_RL = Flow(
                 Option("local", "Local Python functions", "One function per tool, in the script"),
                 Option("http", "An HTTP API", "A URL per tool; arguments are POSTed as JSON"),
             ),
-            when=all_of(is_("turns", "multi"), is_("uses_tools", "yes")),
+            when=WITH_TOOLS,
             title="tool execution",
         ),
         Text(
             "tool_code",
-            "Paste the tool implementations: one Python function per tool, named like the tool, taking its parameters by name.",
+            (
+                "Paste the tool implementations: one Python function per tool, named like the "
+                "tool, taking its parameters by name."
+            ),
             parse=_tool_code,
             kind="code",
-            when=all_of(
-                is_("turns", "multi"), is_("uses_tools", "yes"), is_("tool_execution", "local")
-            ),
+            when=all_of(WITH_TOOLS, is_("tool_execution", "local")),
             accepts_files=(".py",),
             display=_code_display,
-            help="Functions may be sync or async and return anything printable; an exception becomes an error message the agent sees.",
+            help=(
+                "Functions may be sync or async and return anything printable; an exception "
+                "becomes an error message the agent sees."
+            ),
             example='def search(query: str) -> str:\n    return DOCS.get(query, "no match")',
             title="tool code",
         ),
@@ -288,30 +349,55 @@ TRAIN_RL = Flow(
             "The URL for each tool, one `tool_name: https://...` per line (or a JSON object).",
             parse=v.tool_urls,
             kind="text",
-            when=all_of(
-                is_("turns", "multi"), is_("uses_tools", "yes"), is_("tool_execution", "http")
+            when=all_of(WITH_TOOLS, is_("tool_execution", "http")),
+            help=(
+                "The script POSTs each call's arguments as JSON to the tool's URL and gives the "
+                "response text to the agent."
             ),
-            help="The script POSTs each call's arguments as JSON to the tool's URL and gives the response text to the agent.",
             example="search: https://tools.internal/search",
             title="tool URLs",
         ),
         Text(
             "environment",
-            "Paste the environment as Python: `create_game(scenario)`, `render_observation(game)` (what the agent sees each turn), `apply_action(game, action)` (raise ValueError for an invalid move) and `is_finished(game)`.",
+            (
+                "Paste the environment as Python: `create_game(scenario)`, "
+                "`render_observation(game)` (what the agent sees each turn), `apply_action(game, "
+                "action)` (raise ValueError for an invalid move) and `is_finished(game)`."
+            ),
             parse=_environment_code,
             kind="code",
-            when=all_of(is_("turns", "multi"), is_("uses_tools", "no")),
+            when=WITH_ENVIRONMENT,
             accepts_files=(".py",),
             display=_code_display,
-            help="Each turn the agent gets render_observation(game) and answers with its action as text; apply_action applies it. I won't invent game logic: it comes from you.",
-            example='def create_game(scenario):\n    return {"target": scenario["target"], "guesses": [], "won": False}\n\ndef render_observation(game):\n    return f"Guess a number from 1 to 10. Guesses so far: {game[\'guesses\']}"\n\ndef apply_action(game, action):\n    guess = int(action.strip())\n    game["guesses"].append(guess)\n    game["won"] = guess == game["target"]\n\ndef is_finished(game):\n    return game["won"] or len(game["guesses"]) >= 5',
+            help=(
+                "Each turn the agent gets render_observation(game) and answers with its action as "
+                "text; apply_action applies it. I won't invent game logic: it comes from you."
+            ),
+            example=(
+                "def create_game(scenario):\n"
+                '    return {"target": scenario["target"], "guesses": [], "won": False}\n'
+                "\n"
+                "def render_observation(game):\n"
+                "    return f\"Guess a number from 1 to 10. Guesses so far: {game['guesses']}\"\n"
+                "\n"
+                "def apply_action(game, action):\n"
+                "    guess = int(action.strip())\n"
+                '    game["guesses"].append(guess)\n'
+                '    game["won"] = guess == game["target"]\n'
+                "\n"
+                "def is_finished(game):\n"
+                '    return game["won"] or len(game["guesses"]) >= 5'
+            ),
         ),
         Text(
             "episode_end",
             "When does an episode end? (win or loss conditions, limits)",
             parse=v.text(min_len=3, max_len=2000),
-            when=is_("turns", "multi"),
-            help="In words: it tells the judge and the next engineer when an episode is over. The turn limit comes next.",
+            when=MULTI_TURN,
+            help=(
+                "In words: it tells the judge and the next engineer when an episode is over. The "
+                "turn limit comes next."
+            ),
             example="When the agent answers without calling a tool, or after 10 turns.",
             title="episode end",
         ),
@@ -320,10 +406,12 @@ TRAIN_RL = Flow(
             "Maximum turns per episode?",
             parse=v.int_in(1, 100),
             kind="number",
-            when=is_("turns", "multi"),
+            when=MULTI_TURN,
             default=lambda a: 10,
             default_label="10",
-            help="A whole number from 1 to 100; the episode stops there even if it is not finished.",
+            help=(
+                "A whole number from 1 to 100; the episode stops there even if it is not finished."
+            ),
             example="10",
             title="max turns",
         ),
@@ -338,30 +426,42 @@ TRAIN_RL = Flow(
             recommend=lambda a: "ruler",
             recommend_reads=(),
             recommend_reason=lambda a: (
-                "Choose programmatic only when correctness is robustly checkable with code; custom only when the task genuinely mixes reward sources."
+                "Choose programmatic only when correctness is robustly checkable with code; "
+                "custom only when the task genuinely mixes reward sources."
             ),
-            help="RULER for open-ended answers and tool use; programmatic when code can check correctness (exact answers, game outcomes); custom mixes both.",
+            help=(
+                "RULER for open-ended answers and tool use; programmatic when code can check "
+                "correctness (exact answers, game outcomes); custom mixes both."
+            ),
+            intro_note=RULER_NOTE,
         ),
         Text(
             "reward_logic",
-            "The reward: a Python expression, or a function `compute_reward(...)` returning a float.",
+            (
+                "The reward: a Python expression, or a function `compute_reward(...)` returning a "
+                "float."
+            ),
             parse=v.reward_logic(rollout_pattern),
             kind="code",
             when=is_("reward", "programmatic", "custom"),
             accepts_files=(".py",),
             display=_code_display,
             help=(
-                "An expression over `scenario` (the row), `answer` (the agent's final text) and `trajectory`; "
-                "for games, `scenario`, `game` and `trajectory`. Patterns: binary (1/0), accuracy (fraction correct), "
-                "game outcome (1 win / 0.5 draw / 0 loss / -1 invalid), scaled, composite. Extra signals go in "
-                "trajectory.metrics and must be numbers or bools."
+                "An expression over `scenario` (the row), `answer` (the agent's final text) and "
+                "`trajectory`; for games, `scenario`, `game` and `trajectory`. Patterns: binary "
+                "(1/0), accuracy (fraction correct), game outcome (1 win / 0.5 draw / 0 loss / -1 "
+                "invalid), scaled, composite. Extra signals go in trajectory.metrics and must be "
+                "numbers or bools."
             ),
             example='1.0 if answer.strip() == scenario["answer"] else 0.0',
             title="reward logic",
         ),
         Text(
             "reward_mix",
-            "How much weight does RULER's score get in the final reward (0 to 1)? The rest goes to your reward.",
+            (
+                "How much weight does RULER's score get in the final reward (0 to 1)? The rest "
+                "goes to your reward."
+            ),
             parse=v.float_in(0.0, 1.0),
             kind="number",
             when=is_("reward", "custom"),
@@ -375,7 +475,7 @@ TRAIN_RL = Flow(
             "judge_model",
             "Which judge model should RULER use?",
             options=tuple(Option(m, m) for m in JUDGE_MODELS),
-            when=is_("reward", "ruler", "custom"),
+            when=WITH_RULER,
             recommend=lambda a: JUDGE_MODELS[0],
             recommend_reads=(),
             other=v.litellm_model_id,
@@ -390,7 +490,7 @@ TRAIN_RL = Flow(
                 Option("fraction", "A fraction of them"),
                 Option("separate", "A separate source", "A JSONL file on the runner host"),
             ),
-            when=not_(is_("scenario_source", "generator")),
+            when=not_(FROM_GENERATOR),
             title="training split",
         ),
         Text(
@@ -419,7 +519,7 @@ TRAIN_RL = Flow(
                 Option("separate", "A separate source", "A JSONL file on the runner host"),
                 Option("none", "No validation"),
             ),
-            when=not_(is_("scenario_source", "generator")),
+            when=not_(FROM_GENERATOR),
             recommend=lambda a: "held_out",
             recommend_reads=(),
             help="Validation logs val/reward, which picks the best checkpoint to keep.",
@@ -433,7 +533,7 @@ TRAIN_RL = Flow(
                 Option("separate", "A separate source", "A JSONL file on the runner host"),
                 Option("none", "No validation"),
             ),
-            when=is_("scenario_source", "generator"),
+            when=FROM_GENERATOR,
             recommend=lambda a: "generated",
             recommend_reads=(),
             title="validation",
@@ -463,10 +563,7 @@ TRAIN_RL = Flow(
             "Validate every how many training steps?",
             parse=v.int_in(1, 10_000),
             kind="number",
-            when=any_of(
-                is_("val_split", "held_out", "separate"),
-                is_("val_generated", "generated", "separate"),
-            ),
+            when=VALIDATED,
             default=lambda a: 10,
             default_label="every 10 steps",
             help="Validation also runs after the last step.",
@@ -478,10 +575,7 @@ TRAIN_RL = Flow(
             "At most how many validation scenarios per validation run?",
             parse=v.int_in(1, 1_000),
             kind="number",
-            when=any_of(
-                is_("val_split", "held_out", "separate"),
-                is_("val_generated", "generated", "separate"),
-            ),
+            when=VALIDATED,
             default=lambda a: 8,
             default_label="8",
             help="A cap keeps validation cheap: each scenario costs one group of rollouts.",
@@ -520,7 +614,11 @@ TRAIN_RL = Flow(
         ),
         Choice(
             "hyperparameters",
-            "Hyperparameters: use the defaults or customize? Defaults: learning rate 1e-5, 4 rollouts per group, 2 groups per step, 50 steps (open-ended loop) or 3 epochs (dataset loop).",
+            (
+                "Hyperparameters: use the defaults or customize? Defaults: learning rate 1e-5, 4 "
+                "rollouts per group, 2 groups per step, 50 steps (open-ended loop) or 3 epochs "
+                "(dataset loop)."
+            ),
             options=(
                 Option("defaults", "Use defaults"),
                 Option("customize", "Customize"),
@@ -528,56 +626,56 @@ TRAIN_RL = Flow(
             recommend=lambda a: "defaults",
             recommend_reads=(),
         ),
-        Settings(
+        ValuesMenu(
             "hyperparameter_values",
-            "Which hyperparameter do you want to change? Pick one, give its value; `done` when finished.",
-            when=is_("hyperparameters", "customize"),
+            (
+                "Which hyperparameter do you want to change? Pick one, give its value; `done` when "
+                "finished."
+            ),
+            when=CUSTOM_HYPERPARAMETERS,
             fields=(
-                SettingField(
+                _hyperparameter(
                     "learning_rate",
                     "Learning rate",
                     v.float_in(1e-8, 1e-2),
-                    DEFAULT_HYPERPARAMETERS["learning_rate"],
                     hint="From 1e-8 to 1e-2.",
                 ),
-                SettingField(
+                _hyperparameter(
                     "rollouts_per_group",
                     "Rollouts per group",
                     v.int_in(2, 64),
-                    DEFAULT_HYPERPARAMETERS["rollouts_per_group"],
                     hint="2 to 64: GRPO compares rollouts within a group, so it needs at least 2.",
                 ),
-                SettingField(
+                _hyperparameter(
                     "groups_per_step",
                     "Groups per step",
                     v.int_in(1, 64),
-                    DEFAULT_HYPERPARAMETERS["groups_per_step"],
                     hint="1 to 64 scenarios per training step.",
                 ),
-                SettingField(
+                _hyperparameter(
                     "num_steps",
                     "Training steps (open-ended loop)",
                     v.int_in(1, 100_000),
-                    DEFAULT_HYPERPARAMETERS["num_steps"],
                     hint="1 to 100000.",
                 ),
-                SettingField(
+                _hyperparameter(
                     "num_epochs",
                     "Epochs (dataset loop)",
                     v.int_in(1, 1_000),
-                    DEFAULT_HYPERPARAMETERS["num_epochs"],
                     hint="1 to 1000.",
                 ),
-                SettingField(
+                _hyperparameter(
                     "gpu_memory_utilization",
                     "GPU memory utilization",
                     v.float_in(0.1, 0.95),
-                    DEFAULT_HYPERPARAMETERS["gpu_memory_utilization"],
                     when=is_("backend", "local"),
                     hint="0.1 to 0.95; lower it after a CUDA out-of-memory error.",
                 ),
             ),
-            help="Pick a value to change by its number or name, then type the new value. Say `done` to keep the rest.",
+            help=(
+                "Pick a value to change by its number or name, then type the new value. Say `done` "
+                "to keep the rest."
+            ),
             example="2",
             title="hyperparameters (custom)",
         ),
@@ -588,9 +686,7 @@ TRAIN_RL = Flow(
                 Option("dataset", "Epochs over the fixed dataset", "iterate_dataset, resumable"),
                 Option("open_ended", "Open-ended step loop", "A fixed number of steps"),
             ),
-            recommend=lambda a: (
-                "open_ended" if a.get("scenario_source") == "generator" else "dataset"
-            ),
+            recommend=lambda a: "open_ended" if FROM_GENERATOR(a) else "dataset",
             recommend_reads=("scenario_source",),
             check=_check_iteration,
         ),
@@ -601,10 +697,11 @@ TRAIN_RL = Flow(
 def hyperparameters(answers: Answers) -> dict[str, Any]:
     """The hyperparameters in force: defaults, overlaid with any customized values."""
     values = dict(DEFAULT_HYPERPARAMETERS)
-    if answers.get("hyperparameters") == "customize":
+    if CUSTOM_HYPERPARAMETERS(answers):
         values.update(answers.get("hyperparameter_values") or {})
     return values
 
 
 def uses_ruler(answers: Answers) -> bool:
-    return answers.get("reward") in ("ruler", "custom")
+    """Whether RULER scores the rollouts (alone or mixed with the user's reward)."""
+    return WITH_RULER(answers)

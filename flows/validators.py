@@ -1,4 +1,5 @@
-"""Parsers for answers: each reads reply text into a value or raises InvalidAnswer saying what is wrong."""
+"""Parsers for answers: each reads reply text into a value, or raises InvalidAnswer saying what is
+wrong."""
 
 from __future__ import annotations
 
@@ -173,7 +174,8 @@ def parse_rows(value: str) -> list[dict[str, Any]]:
     """Scenario rows from a JSON array of objects or from JSONL (one object per line)."""
     if len(value) > MAX_ROWS_JSON_CHARS:
         raise InvalidAnswer(
-            f"That data is {len(value):,} characters; the limit for pasted or uploaded scenarios is "
+            f"That data is {len(value):,} characters; "
+            "the limit for pasted or uploaded scenarios is "
             f"{MAX_ROWS_JSON_CHARS:,}. Put bigger datasets on the runner host and give the path."
         )
     stripped = value.strip().lstrip("\ufeff")
@@ -202,7 +204,8 @@ def parse_rows(value: str) -> list[dict[str, Any]]:
         raise InvalidAnswer("There are no scenarios in that.")
     if len(rows) > MAX_ROWS:
         raise InvalidAnswer(
-            f"That is more than {MAX_ROWS:,} scenarios: put the file on the runner host and give its path."
+            f"That is more than {MAX_ROWS:,} scenarios: "
+            "put the file on the runner host and give its path."
         )
     for index, row in enumerate(rows, 1):
         if not isinstance(row, dict):
@@ -231,7 +234,8 @@ def scenario_rows(required_field: Callable[[Answers], str | None]) -> Parse:
 
 
 def tool_schemas(value: str, answers: Answers) -> list[dict[str, Any]]:
-    """A list of OpenAI function-calling tools, normalized to {"type": "function", "function": {...}}."""
+    """A list of OpenAI function-calling tools, each normalized to
+    {"type": "function", "function": {...}}."""
     loaded = load_json(value.strip(), "JSON")
     if isinstance(loaded, dict):
         loaded = [loaded]
@@ -369,7 +373,7 @@ def top_level_functions(module: ast.Module) -> dict[str, ast.FunctionDef | ast.A
 def require_functions(
     module: ast.Module, required: Mapping[str, int], what: str, *, async_ok: bool = True
 ) -> None:
-    """Each name in `required` must be a top-level function taking that many positional arguments."""
+    """Each name in `required` must be a top-level function taking that many positional args."""
     functions = top_level_functions(module)
     for name, arity in required.items():
         function = functions.get(name)
@@ -388,14 +392,21 @@ def code_block(required: Mapping[str, int], what: str) -> Parse:
     """Python source that defines the given functions; returned as normalized source text."""
 
     def parse(value: str, answers: Answers) -> str:
-        module = python_module(value, what)
-        require_functions(module, required, what)
-        clash = check_user_code(value, what)
-        if clash:
-            raise InvalidAnswer(clash)
+        _checked_module(value, required, what)
         return _normalized_source(value)
 
     return parse
+
+
+def _checked_module(source: str, required: Mapping[str, int], what: str) -> ast.Module:
+    """User code that parses, defines the `required` functions and leaves the script's names
+    alone."""
+    module = python_module(source, what)
+    require_functions(module, required, what)
+    clash = check_user_code(source, what)
+    if clash:
+        raise InvalidAnswer(clash)
+    return module
 
 
 def _normalized_source(value: str) -> str:
@@ -411,7 +422,7 @@ REWARD_NAMES = {
 
 
 def reward_logic(pattern: Callable[[Answers], str]) -> Parse:
-    """A reward expression or a `compute_reward` function; it must parse, and read only known names."""
+    """A reward expression or a `compute_reward` function; it must parse and read known names."""
 
     def parse(value: str, answers: Answers) -> dict[str, str]:
         names = REWARD_NAMES[pattern(answers)]
@@ -426,11 +437,7 @@ def reward_logic(pattern: Callable[[Answers], str]) -> Parse:
             _check_scenario_fields(expression, answers)
             # Unparsing gives one canonical line: no comments, no layout that could reach outside.
             return {"kind": "expression", "code": ast.unparse(expression)}
-        module = python_module(source, "reward code")
-        require_functions(module, {"compute_reward": len(names)}, "reward code")
-        clash = check_user_code(source, "reward code")
-        if clash:
-            raise InvalidAnswer(clash)
+        module = _checked_module(source, {"compute_reward": len(names)}, "reward code")
         _check_scenario_fields(module, answers)
         return {"kind": "function", "code": _normalized_source(source)}
 
@@ -454,6 +461,7 @@ def _check_scenario_fields(tree: ast.AST, answers: Answers) -> None:
             for index, row in enumerate(rows, 1):
                 if field not in row:
                     raise InvalidAnswer(
-                        f"The reward reads scenario[{field!r}], but scenario {index} has no “{field}” "
+                        f"The reward reads scenario[{field!r}], "
+                        f"but scenario {index} has no “{field}” "
                         "field. Use scenario.get(...) or add the field to every scenario."
                     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flows.engine import Completed, Notice, Problem, Question, Reply, Turn, advance, begin
+from flows import Completed, Notice, Problem, Question, Reply, Turn, advance, begin
 from flows.session import Session
 from flows.train_rl import TRAIN_RL
 

@@ -58,7 +58,9 @@ def is_finished(game):
 REWARD_BY_PATTERN = {
     "single": {
         "kind": "expression",
-        "code": "(1.0 if answer.strip() == scenario['answer'] else 0.0) - 0.01 * len(answer.split())",
+        "code": (
+            "(1.0 if answer.strip() == scenario['answer'] else 0.0) - 0.01 * len(answer.split())"
+        ),
     },
     "tools": {
         "kind": "expression",
@@ -66,7 +68,10 @@ REWARD_BY_PATTERN = {
     },
     "game": {
         "kind": "function",
-        "code": "def compute_reward(scenario, game, trajectory):\n    return 1.0 if game['won'] else 0.0\n",
+        "code": (
+            "def compute_reward(scenario, game, trajectory):\n"
+            "    return 1.0 if game['won'] else 0.0\n"
+        ),
     },
 }
 

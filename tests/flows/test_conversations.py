@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from flows.engine import Answered, Question
+from flows import Answered, Question
 from flows.train_rl import RULER_NOTE
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import ENVIRONMENT, MATH_ROWS, TOOL_CODE, TOOLS
@@ -137,7 +137,8 @@ def test_multi_turn_game_loop_with_custom_reward_on_serverless() -> None:
             ("default", "reward"),
             ("custom", "reward_logic"),
             (
-                "def compute_reward(scenario, game, trajectory):\n    return 1.0 if game['won'] else 0.0",
+                "def compute_reward(scenario, game, trajectory):\n"
+                "    return 1.0 if game['won'] else 0.0",
                 "reward_mix",
             ),
             ("0.3", "judge_model"),
@@ -287,7 +288,7 @@ def test_answers_come_back_as_effects_so_an_edge_can_update_the_question() -> No
 def test_a_stale_button_is_refused_and_the_open_question_asked_again() -> None:
     chat = Conversation()
     chat.say("static")
-    from flows.engine import Reply, advance
+    from flows import Reply, advance
     from flows.train_rl import TRAIN_RL
 
     turn = advance(TRAIN_RL, chat.session, Reply.button("replayable", "yes"))
@@ -296,7 +297,7 @@ def test_a_stale_button_is_refused_and_the_open_question_asked_again() -> None:
 
 
 def test_the_task_can_be_prefilled_but_must_still_be_confirmed() -> None:
-    from flows.engine import Reply, advance, begin
+    from flows import Reply, advance, begin
     from flows.session import Session
     from flows.train_rl import TRAIN_RL
 
@@ -312,7 +313,7 @@ def test_the_task_can_be_prefilled_but_must_still_be_confirmed() -> None:
 
 
 def test_a_session_resumed_while_a_setting_is_asked_asks_that_setting_again() -> None:
-    from flows.engine import begin
+    from flows import begin
     from flows.train_rl import TRAIN_RL
 
     chat = single_turn_ruler_up_to_reward()

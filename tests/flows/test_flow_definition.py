@@ -6,12 +6,12 @@ import pytest
 
 from flows.conditions import all_of, is_
 from flows.flow import Flow, FlowDefinitionError
-from flows.steps import Choice, Option, Settings, Text
+from flows.steps import Choice, Option, Text, ValuesMenu
 
 YES_NO = (Option("yes", "Yes"), Option("no", "No"))
 
 
-def build(*steps: Choice | Text | Settings) -> Flow:
+def build(*steps: Choice | Text | ValuesMenu) -> Flow:
     return Flow("test", template="train_rl/script.py.j2", steps=list(steps))
 
 
@@ -62,11 +62,11 @@ def test_a_good_flow_builds() -> None:
             ],
             None,
         ),
-        ([Settings("s", "S?")], "has no fields"),
+        ([ValuesMenu("s", "S?")], "has no fields"),
     ],
 )
 def test_a_bad_flow_fails_when_built(
-    steps: list[Choice | Text | Settings], message: str | None
+    steps: list[Choice | Text | ValuesMenu], message: str | None
 ) -> None:
     if message is None:
         build(*steps)  # not provably unreachable from its own guard: allowed

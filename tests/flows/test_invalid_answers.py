@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from flows.engine import MAX_REPLY_CHARS, Attachment, Problem, Question, Reply, advance
+from flows import MAX_REPLY_CHARS, Attachment, Problem, Question, Reply, advance
 from flows.session import Session
 from flows.train_rl import TRAIN_RL
 from tests.flows.matrix import TOOLS, answers_for
@@ -118,7 +118,8 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ),
     (
         "tools",
-        '[{"name": "add", "description": "d", "parameters": {"type": "object", "properties": {"a": {}}, "required": ["b"]}}]',
+        '[{"name": "add", "description": "d", "parameters": '
+        '{"type": "object", "properties": {"a": {}}, "required": ["b"]}}]',
         '"required" must list names',
         {},
     ),

@@ -1,4 +1,5 @@
-"""Rendering: user text only ever becomes an equal string constant; the template decides every statement."""
+"""Rendering: user text only ever becomes an equal string constant; the template decides every
+statement."""
 
 from __future__ import annotations
 
@@ -177,7 +178,10 @@ def test_reward_code_that_redefines_the_script_is_refused_at_render() -> None:
     answers = answers_for("single", "programmatic", "dataset", "local", False)
     answers["reward_logic"] = {
         "kind": "function",
-        "code": "def compute_reward(scenario, answer, trajectory):\n    return 1.0\n\ndef rollout():\n    pass\n",
+        "code": (
+            "def compute_reward(scenario, answer, trajectory):\n    return 1.0\n\n"
+            "def rollout():\n    pass\n"
+        ),
     }
     with pytest.raises(RenderError, match="rollout"):
         render_script(answers)

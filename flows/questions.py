@@ -1,0 +1,123 @@
+"""How a step is put to the user: its question, options and hint, and an answer shown back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flows.flow import Flow
+from flows.session import Session
+from flows.steps import AnyStep, Choice, Text, ValuesMenu
+from flows.turns import OptionView, Question
+
+DONE = "done"
+"""The last option of a ValuesMenu: keep the values as they stand."""
+
+
+def open_question(flow: Flow, session: Session, step: AnyStep) -> Question:
+    """The question for `step`, or, on a menu whose value is being asked, that value's question."""
+    if isinstance(step, ValuesMenu) and session.pending_field:
+        # Resumed (or refused) while a value was being asked: ask that value again, not the menu.
+        return value_question(step, session, session.pending_field)
+    return question(flow, session, step)
+
+
+def question(flow: Flow, session: Session, step: AnyStep) -> Question:
+    """`step` as a question: its prompt, options or hint, and where it stands in the flow."""
+    active = flow.active_steps(session.answers)
+    position = next((i for i, s in enumerate(active, 1) if s.id == step.id), len(active))
+    text = step.prompt
+    hint = ""
+    if isinstance(step, Choice):
+        options = displayed_options(step, session.answers)
+        if step.recommend_reason is not None and any(o.recommended for o in options):
+            text += "\n" + step.recommend_reason(session.answers)
+        if step.other_hint:
+            hint = step.other_hint
+        kind = "choice"
+    elif isinstance(step, ValuesMenu):
+        values = menu_values(step, session)
+        fields = step.active_fields(session.answers)
+        options = (
+            *(
+                OptionView(f.id, f"{f.label}: {values[f.id]}", f.hint, i, False)
+                for i, f in enumerate(fields, 1)
+            ),
+            OptionView(DONE, "Done", "Use these values", len(fields) + 1, False),
+        )
+        kind = "choice"
+    else:
+        options = ()
+        kind = step.kind
+        if step.id in session.prefill:
+            text += (
+                f"\nFrom your command: “{clip(session.prefill[step.id], 500)}”. "
+                "Reply `yes` to use it, or type another."
+            )
+        if step.default is not None:
+            hint = f"Reply `default` for {step.default_label or 'the default'}."
+        if step.accepts_files:
+            hint = (
+                hint + f" You can also upload a {' or '.join(step.accepts_files)} file."
+            ).strip()
+    if step.id in session.previous:
+        text += (
+            f"\n(Current answer: {shown_answer(step, session.previous[step.id])}. "
+            "Reply `keep` to keep it.)"
+        )
+    return Question(step.id, text, kind, options, hint, position, len(active))
+
+
+def value_question(step: ValuesMenu, session: Session, field_id: str) -> Question:
+    """Ask for the new value of one field of a menu."""
+    menu_field = next(f for f in step.fields if f.id == field_id)
+    current = menu_values(step, session).get(field_id, menu_field.default)
+    hint = f"Currently {current}. {menu_field.hint}".strip()
+    return Question(step.id, f"New value for {menu_field.label}?", "number", hint=hint)
+
+
+def menu_values(step: ValuesMenu, session: Session) -> dict[str, Any]:
+    """The menu's values as they stand: defaults, overlaid with the draft being edited."""
+    return step.values({**session.answers, step.id: session.draft})
+
+
+def displayed_options(step: Choice, answers: Mapping[str, Any]) -> tuple[OptionView, ...]:
+    """The options as shown: the recommended one first and marked, then the rest in order."""
+    recommended = step.recommend(answers) if step.recommend is not None else None
+    ordered = sorted(step.options, key=lambda o: o.value != recommended)
+    return tuple(
+        OptionView(
+            o.value,
+            o.label + (" (recommended)" if o.value == recommended else ""),
+            o.description,
+            i,
+            o.value == recommended,
+        )
+        for i, o in enumerate(ordered, 1)
+    )
+
+
+def shown_answer(step: AnyStep, value: Any) -> str:
+    """An answer as the user would recognise it, short."""
+    if isinstance(step, Choice):
+        option = next((o for o in step.options if o.value == value), None)
+        return option.label if option else clip(str(value), 200)
+    if isinstance(step, Text) and step.display is not None:
+        return step.display(value)
+    if isinstance(step, ValuesMenu):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "defaults"
+    return clip(str(value), 200) if value != "" else "(empty)"
+
+
+def explanation(step: AnyStep) -> str:
+    """What a good answer to `step` looks like, with an example."""
+    parts = [f"*What “{step.name}” needs:* {step.help or step.prompt}"]
+    if step.example:
+        parts.append(f"For example:\n```\n{step.example}\n```")
+    parts.append("Or say `back` to change an earlier answer, or `help`.")
+    return "\n".join(parts)
+
+
+def clip(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with an ellipsis when longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
