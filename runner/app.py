@@ -21,8 +21,8 @@ from runner.errors import (
     IdempotencyConflict,
     InvalidSubmission,
     JobNotFound,
+    JobRequestError,
     ResumeConflict,
-    RunnerError,
     SubmissionTooLarge,
 )
 from runner.schemas import EventsPage, Health, Job, JobSubmission, LogTail
@@ -36,7 +36,7 @@ DEFAULT_LOG_TAIL_BYTES = 64 * 1024
 MAX_BODY_BYTES = 10 * 1024 * 1024
 JOB_ID = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 
-STATUS_BY_ERROR: tuple[tuple[type[RunnerError], int], ...] = (
+STATUS_BY_ERROR: tuple[tuple[type[JobRequestError], int], ...] = (
     (JobNotFound, 404),
     (SubmissionTooLarge, 413),
     (InvalidSubmission, 422),
@@ -120,8 +120,8 @@ def create_app(service: JobService, token: str) -> FastAPI:
             headers={"WWW-Authenticate": "Bearer"},
         )
 
-    @app.exception_handler(RunnerError)
-    async def _domain_error(request: Request, error: RunnerError) -> JSONResponse:
+    @app.exception_handler(JobRequestError)
+    async def _domain_error(request: Request, error: JobRequestError) -> JSONResponse:
         status = next((code for kind, code in STATUS_BY_ERROR if isinstance(error, kind)), 400)
         return JSONResponse({"detail": str(error)}, status_code=status)
 

@@ -1,7 +1,7 @@
 """The runner's use cases: submit, follow, cancel; a FIFO queue over GPU slots; one monitor
 thread per active job; recovery after a restart.
 
-Domain errors are plain exceptions (RunnerError and subclasses); the web layer maps them to
+Domain errors are plain exceptions (JobRequestError and subclasses); the web layer maps them to
 status codes. Nothing here knows about HTTP.
 """
 
@@ -28,8 +28,8 @@ from runner.errors import (
     IdempotencyConflict,
     InvalidSubmission,
     JobNotFound,
+    JobRequestError,
     ResumeConflict,
-    RunnerError,
     SubmissionTooLarge,
 )
 from runner.executor import JobProcess, PreflightInput
@@ -81,9 +81,9 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidSubmission",
     "JobNotFound",
+    "JobRequestError",
     "JobService",
     "ResumeConflict",
-    "RunnerError",
     "SubmissionTooLarge",
 ]
 
@@ -188,7 +188,7 @@ class JobService:
             with self._lock:
                 active = list(self._active)
             for job_id in active:
-                with contextlib.suppress(RunnerError):
+                with contextlib.suppress(JobRequestError):
                     self.cancel(job_id)
             deadline = time.monotonic() + timeout_s + self.settings.cancel_grace_s
             for thread in self._threads():
