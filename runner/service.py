@@ -60,7 +60,7 @@ from runner.schemas import (
     LogTail,
 )
 from runner.settings import RunnerSettings
-from runner.store import JobRecord, JobStore
+from runner.store import JobRow, JobStore
 
 log = logging.getLogger(__name__)
 
@@ -328,35 +328,16 @@ class JobService:
 
     # -- reading --
 
-    def _get(self, job_id: str) -> JobRecord:
-        record = self.store.get(job_id) if len(job_id) <= 64 else None
-        if record is None:
-            raise JobNotFound(f"no job {job_id!r}")
-        return record
+    def _get(self, job_id: str) -> JobRow:
+        return self.store.require(job_id)
 
-    def _job(self, record: JobRecord) -> Job:
+    def _job(self, record: JobRow) -> Job:
         position = None
         if record.state is JobState.queued:
             position = self._queue_position(record)
-        return Job(
-            id=record.id,
-            state=record.state,
-            script_name=record.script_name,
-            script_sha256=record.script_sha256,
-            backend=record.backend,  # type: ignore[arg-type]
-            metadata=record.metadata,
-            created_at=record.created_at,
-            started_at=record.started_at,
-            finished_at=record.finished_at,
-            exit_code=record.exit_code,
-            gpus=record.gpus,
-            queue_position=position,
-            failure=record.failure,
-            last_event_seq=record.last_event_seq,
-            cancel_requested_at=record.cancel_requested_at,
-        )
+        return record.to_job(position)
 
-    def _queue_position(self, record: JobRecord) -> int:
+    def _queue_position(self, record: JobRow) -> int:
         """1 + the queued local jobs ahead of it (serverless jobs wait for nothing: 1)."""
         if record.backend != "local":
             return 1
@@ -464,7 +445,7 @@ class JobService:
             self._active.pop(job_id, None)
         self._kick()
 
-    def _begin(self, record: JobRecord, slot: int | None) -> None:
+    def _begin(self, record: JobRow, slot: int | None) -> None:
         gpus = list(self.slots[slot]) if slot is not None else []
         started = self.store.transition(record.id, [JobState.queued], JobState.starting, gpus=gpus)
         if started is None:  # cancelled meanwhile
@@ -698,7 +679,7 @@ class JobService:
     def _settle(
         self,
         job_id: str,
-        record: JobRecord,
+        record: JobRow,
         process: JobProcess,
         snapshot: list[GpuInfo],
         outcome: str,
@@ -828,7 +809,7 @@ class JobService:
                 self.notifier.notify(record.id)
                 log.info("job %s lost: pid %d is gone", record.id, record.pid)
 
-    def _claim_slot(self, record: JobRecord) -> int | None:
+    def _claim_slot(self, record: JobRow) -> int | None:
         if record.backend != "local":
             return None
         with self._lock:
