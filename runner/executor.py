@@ -67,9 +67,6 @@ ALLOWED_ENV = (
     "no_proxy",
 )
 ART_PATH_FLAG = "--art-path"
-RUNNER_DIR_NAME = ".runner"
-BASELINE_FILE = "baseline.json"
-GPU_SNAPSHOT_FILE = "gpus.json"
 _GPU_MEMORY_FLAG = "--gpu-memory-utilization"
 _GPU_MEMORY_CONSTANT = re.compile(r"^GPU_MEMORY_UTILIZATION\s*=\s*([0-9.]+)\s*$", re.M)
 

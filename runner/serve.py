@@ -59,7 +59,7 @@ def serve(host: str | None = None, port: int | None = None) -> int:
     service.start()
     log.info(
         "runner up: slots=%s workdir=%s database=%s",
-        [list(slot) for slot in service.slots],
+        [list(slot) for slot in service.slots.slots],
         service.workdir,
         _safe_url(settings.resolved_database_url),
     )

@@ -491,12 +491,12 @@ def test_long_messages_are_clipped_to_the_schema() -> None:
 def test_a_runner_bug_while_settling_fails_the_job_instead_of_leaving_it_running(
     runner: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runner import service
+    from runner import outcome
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("classifier bug")
 
-    monkeypatch.setattr(service, "classify_failure", broken)
+    monkeypatch.setattr(outcome, "classify_failure", broken)
     failure = _failure(runner, runner.submit("cuda_oom.py"))
     assert failure.kind is FailureKind.unknown
     assert "RuntimeError: classifier bug" in failure.summary
