@@ -14,7 +14,7 @@ from typing import Any
 
 import uvicorn
 
-from runner.app import create_app, wrap
+from runner.api import create_app, wrap
 from runner.gpu import GpuProbe
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
