@@ -41,7 +41,8 @@ def build_service(
 
 
 def serve(host: str | None = None, port: int | None = None) -> int:
-    """Serve until interrupted. Jobs keep running when the runner stops; the next one re-attaches."""
+    """Serve until interrupted. Jobs keep running when the runner stops; the next one
+    re-attaches them."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = load_settings()
