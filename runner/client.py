@@ -21,15 +21,15 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 MAX_WAIT_S = 30.0
 
 
-class RunnerError(Exception):
+class RunnerClientError(Exception):
     """Any failure talking to the runner."""
 
 
-class RunnerUnavailable(RunnerError):
+class RunnerUnavailable(RunnerClientError):
     """The runner is unreachable or failed (connection error, timeout, 5xx): worth retrying."""
 
 
-class RunnerRejected(RunnerError):
+class RunnerRejected(RunnerClientError):
     """The runner refused the request (4xx); the message is the runner's."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 
-class RunnerError(Exception):
-    """A request the runner cannot carry out; the message says why, for the user."""
+class JobRequestError(Exception):
+    """A request about jobs the runner will not carry out; the message says why, for the user."""
 
 
-class JobNotFound(RunnerError):
+class JobNotFound(JobRequestError):
     """No job has this id (404)."""
 
 
-class InvalidSubmission(RunnerError):
+class InvalidSubmission(JobRequestError):
     """A submission the runner will not run as it is (422)."""
 
 
@@ -19,9 +19,9 @@ class SubmissionTooLarge(InvalidSubmission):
     """A script over the size limit (413)."""
 
 
-class IdempotencyConflict(RunnerError):
+class IdempotencyConflict(JobRequestError):
     """An idempotency key that already names a different submission (409)."""
 
 
-class ResumeConflict(RunnerError):
+class ResumeConflict(JobRequestError):
     """resume_from_job names a job whose folder an active job is using (409)."""

@@ -67,9 +67,6 @@ ALLOWED_ENV = (
     "no_proxy",
 )
 ART_PATH_FLAG = "--art-path"
-RUNNER_DIR_NAME = ".runner"
-BASELINE_FILE = "baseline.json"
-GPU_SNAPSHOT_FILE = "gpus.json"
 _GPU_MEMORY_FLAG = "--gpu-memory-utilization"
 _GPU_MEMORY_CONSTANT = re.compile(r"^GPU_MEMORY_UTILIZATION\s*=\s*([0-9.]+)\s*$", re.M)
 
@@ -180,7 +177,10 @@ def preflight(check: PreflightInput) -> Failure | None:
         return make_failure(
             kind=FailureKind.preflight,
             summary=f"The runner cannot find `{check.command[0]}` to run the script.",
-            fix="Install it on the runner host (uv: https://docs.astral.sh/uv/) or change ARTBOT_RUNNER_COMMAND.",
+            fix=(
+                "Install it on the runner host (uv: https://docs.astral.sh/uv/) "
+                "or change ARTBOT_RUNNER_COMMAND."
+            ),
         )
     if check.backend != "local":
         return None
@@ -200,7 +200,9 @@ def preflight(check: PreflightInput) -> Failure | None:
     if absent:
         return make_failure(
             kind=FailureKind.preflight,
-            summary=f"nvidia-smi does not list GPU {absent[0]}, which the runner assigned to the job.",
+            summary=(
+                f"nvidia-smi does not list GPU {absent[0]}, which the runner assigned to the job."
+            ),
             fix="Check ARTBOT_RUNNER_GPU_SLOTS against `nvidia-smi -L` on the runner host.",
         )
     stale = stale_gpu_failure(check.snapshot, check.gpus)
@@ -214,10 +216,14 @@ def preflight(check: PreflightInput) -> Failure | None:
                 return make_failure(
                     kind=FailureKind.preflight,
                     summary=(
-                        f"GPU {index} has {gpu.memory_free_mib} MiB free of {gpu.memory_total_mib} MiB; "
+                        f"GPU {index} has {gpu.memory_free_mib} MiB free "
+                        f"of {gpu.memory_total_mib} MiB; "
                         f"the script asks vLLM for {check.memory_fraction:.0%} ({need:.0f} MiB)."
                     ),
-                    fix="Free the GPU (see `nvidia-smi`), or lower --gpu-memory-utilization, then run the job again.",
+                    fix=(
+                        "Free the GPU (see `nvidia-smi`), or lower --gpu-memory-utilization, "
+                        "then run the job again."
+                    ),
                     fix_action=None,
                 )
     return None

@@ -119,7 +119,8 @@ _MISSING_ENV_LINE = re.compile(r"^\s+([A-Z_][A-Z0-9_]*):\s*(.*)$", re.M)
 _OPENAI_KEY = re.compile(r"api_key client option must be set.{0,80}OPENAI_API_KEY", re.S)
 _UV_FAILURE = re.compile(
     r"No solution found when resolving|requirements are unsatisfiable"
-    r"|(?:error:|\u00d7)\s*(?:Failed to (?:download|fetch|build|prepare|resolve|install)|Request failed)"
+    r"|(?:error:|\u00d7)\s*"
+    r"(?:Failed to (?:download|fetch|build|prepare|resolve|install)|Request failed)"
     r"|Because .{0,300} we can conclude"
     r"|Distribution not found|Could not find a version that satisfies",
     re.S,
@@ -158,7 +159,10 @@ def stale_gpu_failure(
     pids = " ".join(str(pid) for _, pid, _, _ in held[:8])
     return make_failure(
         kind=FailureKind.stale_gpu_memory,
-        summary=f"GPU memory is held by other processes that were there before the job started: {listed}.",
+        summary=(
+            "GPU memory is held by other processes that were there before the job started: "
+            f"{listed}."
+        ),
         fix=(
             "Those are usually leftovers of an earlier run (a vLLM server that did not exit). On "
             f"the runner host, check them with `nvidia-smi` and stop them (`kill {pids}`), or wait "
@@ -204,7 +208,8 @@ def _missing_env(log_text: str) -> Failure | None:
         fix=(
             f"On the runner host, set {listed} in the runner's environment and add "
             f"{'its name' if len(names) == 1 else 'their names'} to ARTBOT_RUNNER_JOB_SECRETS "
-            "(jobs get only the variables listed there), restart the runner, then run the job again."
+            "(jobs get only the variables listed there), restart the runner, "
+            "then run the job again."
         ),
         log_excerpt=_excerpt("\n".join(f"{name}: {why}" for name, why in names)),
     )
@@ -217,7 +222,9 @@ def _dependency_install(log_text: str, ctx: FailureContext) -> Failure | None:
     excerpt = "\n".join(lines[:40]) or _last_lines(log_text)
     return make_failure(
         kind=FailureKind.dependency_install,
-        summary="Installing the script's dependencies failed (uv could not resolve or download them).",
+        summary=(
+            "Installing the script's dependencies failed (uv could not resolve or download them)."
+        ),
         fix=(
             "Check the pins in the `# /// script` header at the top of the script, and that the "
             "runner host can reach the package index (or set UV_INDEX_URL for a mirror). Running "
@@ -318,7 +325,10 @@ def _unknown(exit_code: int | None, log_text: str, tb: TracebackInfo | None) -> 
     return make_failure(
         kind=FailureKind.unknown,
         summary=summary[:2_000],
-        fix="Read the log excerpt (or the whole log from the runner) for the cause, fix it and run the job again.",
+        fix=(
+            "Read the log excerpt (or the whole log from the runner) for the cause, "
+            "fix it and run the job again."
+        ),
         log_excerpt=_excerpt(tb.text if tb is not None else _last_lines(log_text)),
     )
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 PROC = Path("/proc")
 JOB_MARKER_ENV = "ARTBOT_RUNNER_JOB_ID"
+LEFTOVER_GRACE_S = 5.0
+"""What a finished job left behind (a vLLM server the script did not close) gets this long."""
 
 
 @dataclass(frozen=True)

@@ -355,7 +355,9 @@ class OutputScanner:
             self._truncated = True
             return [
                 {
-                    "message": f"More than {self._max} distinct warnings: the rest are only in the log."
+                    "message": (
+                        f"More than {self._max} distinct warnings: the rest are only in the log."
+                    )
                 }
             ]
         return [{"message": message[:MAX_MESSAGE_CHARS], **extra}]

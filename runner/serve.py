@@ -14,7 +14,7 @@ from typing import Any
 
 import uvicorn
 
-from runner.app import create_app, wrap
+from runner.api import create_app, wrap
 from runner.gpu import GpuProbe
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
@@ -41,7 +41,8 @@ def build_service(
 
 
 def serve(host: str | None = None, port: int | None = None) -> int:
-    """Serve until interrupted. Jobs keep running when the runner stops; the next one re-attaches."""
+    """Serve until interrupted. Jobs keep running when the runner stops; the next one
+    re-attaches them."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         settings = load_settings()
@@ -59,7 +60,7 @@ def serve(host: str | None = None, port: int | None = None) -> int:
     service.start()
     log.info(
         "runner up: slots=%s workdir=%s database=%s",
-        [list(slot) for slot in service.slots],
+        [list(slot) for slot in service.slots.slots],
         service.workdir,
         _safe_url(settings.resolved_database_url),
     )

@@ -46,15 +46,23 @@ class RunnerSettings(BaseSettings):
     )
     gpu_slots: str | None = Field(
         default=None,
-        description='GPU slots, e.g. "0,1" (or "0+1,2+3" for two GPUs a job); unset: one per GPU nvidia-smi lists; "none": no GPUs',
+        description=(
+            'GPU slots, e.g. "0,1" (or "0+1,2+3" for two GPUs a job); '
+            'unset: one per GPU nvidia-smi lists; "none": no GPUs'
+        ),
     )
     command: str = Field(
         default="uv run --script {script}",
-        description="how a job's script is run; {script}, {python} and {workdir} are filled in; no shell",
+        description=(
+            "how a job's script is run; {script}, {python} and {workdir} are filled in; no shell"
+        ),
     )
     job_secrets: str = Field(
         default="",
-        description="names of the runner's environment variables jobs get, e.g. OPENAI_API_KEY,WANDB_API_KEY,HF_TOKEN",
+        description=(
+            "names of the runner's environment variables jobs get, "
+            "e.g. OPENAI_API_KEY,WANDB_API_KEY,HF_TOKEN"
+        ),
     )
     cancel_grace_s: float = Field(
         default=30.0, gt=0, le=3600, description="SIGTERM, then SIGKILL after this"
@@ -117,7 +125,8 @@ class RunnerSettings(BaseSettings):
         unknown = fields - COMMAND_FIELDS
         if unknown:
             raise ValueError(
-                f"unknown placeholder {{{sorted(unknown)[0]}}}: use {{script}}, {{python}}, {{workdir}}"
+                f"unknown placeholder {{{sorted(unknown)[0]}}}: "
+                "use {script}, {python}, {workdir}"
             )
         if "script" not in fields:
             raise ValueError("must contain {script}")

@@ -8,6 +8,9 @@ so a job's events are numbered 1, 2, 3... without gaps whatever the backend.
 SQLite by default, PostgreSQL by URL, engines as artbot's session store makes them. State
 changes are compare-and-set (`UPDATE ... WHERE state IN (...)`): two threads cannot both
 start, or both finish, one job.
+
+The store hands out `JobRow`s detached from their session: typed, read-only by convention
+(changing one changes nothing stored; `transition` does).
 """
 
 from __future__ import annotations
@@ -16,16 +19,18 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Literal, TypedDict, Unpack, cast
 
 from sqlalchemy import (
+    Dialect,
+    Enum,
     ForeignKey,
     Index,
     Integer,
     String,
     Text,
+    TypeDecorator,
     func,
     select,
     update,
@@ -35,12 +40,43 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.orm import Session as OrmSession
 
-from runner.errors import IdempotencyConflict
-from runner.schemas import EventType, Failure, JobEvent, JobState, JobSubmission
-from storage.database import UTCDateTime, create_database_engine
+from runner.errors import IdempotencyConflict, JobNotFound
+from runner.schemas import EventType, Failure, Job, JobEvent, JobState, JobSubmission
+from storage.database import JsonText, UTCDateTime, create_database_engine
 from storage.sql_store import SqlStore, utc_now
 
+Backend = Literal["local", "serverless"]
+NewEvent = tuple[EventType, dict[str, Any]]
+"""An event to append: its type and data (its seq and time are the store's)."""
+STARTED_STATES = (JobState.starting, JobState.running)
+"""Taken from the queue and not finished: a monitor follows the job (or should)."""
+
 # ---- the tables -------------------------------------------------------------------------------
+
+
+class FailureText(TypeDecorator[Failure]):
+    """A Failure kept as its JSON text in a TEXT column."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Failure | None, dialect: Dialect) -> str | None:
+        return value.model_dump_json() if value is not None else None
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Failure | None:
+        return Failure.model_validate_json(value) if value else None
+
+
+def _enum_text(enum: type[JobState] | type[EventType]) -> Enum:
+    # VARCHAR(16) holding the enum's value, with no CHECK constraint or database enum type:
+    # the same column as a plain String(16), read back as the enum.
+    return Enum(
+        enum,
+        native_enum=False,
+        create_constraint=False,
+        length=16,
+        values_callable=lambda members: [member.value for member in members],
+    )
 
 
 class Base(DeclarativeBase):
@@ -48,24 +84,27 @@ class Base(DeclarativeBase):
 
 
 class JobRow(Base):
+    """A job as stored."""
+
     __tablename__ = "runner_jobs"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     idempotency_key: Mapped[str] = mapped_column(String(200), unique=True)
     fingerprint: Mapped[str] = mapped_column(String(64))
     """sha256 of the submission without its key: a retry must match it."""
-    state: Mapped[str] = mapped_column(String(16))
+    state: Mapped[JobState] = mapped_column(_enum_text(JobState))
     script_name: Mapped[str] = mapped_column(String(100))
     script_sha256: Mapped[str] = mapped_column(String(64))
     script: Mapped[str] = mapped_column(Text)
-    backend: Mapped[str] = mapped_column(String(16))
-    metadata_json: Mapped[str] = mapped_column(Text)
-    required_env_json: Mapped[str] = mapped_column(Text)
-    args_json: Mapped[str] = mapped_column(Text)
+    backend: Mapped[Backend] = mapped_column(String(16))
+    # `metadata` is taken: declarative classes keep their tables' MetaData under that name.
+    job_metadata: Mapped[dict[str, str]] = mapped_column("metadata_json", JsonText)
+    required_env: Mapped[list[str]] = mapped_column("required_env_json", JsonText)
+    args: Mapped[list[str]] = mapped_column("args_json", JsonText)
     resume_from_job: Mapped[str | None] = mapped_column(String(64))
     run_dir: Mapped[str] = mapped_column(Text)
     """The job's working directory (shared with the job it resumes)."""
-    gpus_json: Mapped[str] = mapped_column(Text, default="[]")
+    gpus: Mapped[list[int]] = mapped_column("gpus_json", JsonText)
     pid: Mapped[int | None] = mapped_column(Integer)
     """The supervisor's pid, which is also the job's process group id."""
     process_start: Mapped[str | None] = mapped_column(String(80))
@@ -75,10 +114,42 @@ class JobRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     exit_code: Mapped[int | None] = mapped_column(Integer)
-    failure_json: Mapped[str | None] = mapped_column(Text)
+    failure: Mapped[Failure | None] = mapped_column("failure_json", FailureText)
     last_event_seq: Mapped[int] = mapped_column(Integer, default=0)
 
     __table_args__ = (Index("ix_runner_jobs_state", "state", "created_at"),)
+
+    def submitted(self) -> dict[str, Any]:
+        """The fields of the submission that made the job, as JobSubmission names them."""
+        return {
+            "script": self.script,
+            "script_name": self.script_name,
+            "backend": self.backend,
+            "required_env": self.required_env,
+            "args": self.args,
+            "metadata": self.job_metadata,
+            "resume_from_job": self.resume_from_job,
+        }
+
+    def to_job(self, queue_position: int | None) -> Job:
+        """The job as the API shows it."""
+        return Job(
+            id=self.id,
+            state=self.state,
+            script_name=self.script_name,
+            script_sha256=self.script_sha256,
+            backend=self.backend,
+            metadata=self.job_metadata,
+            created_at=self.created_at,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            exit_code=self.exit_code,
+            gpus=self.gpus,
+            queue_position=queue_position,
+            failure=self.failure,
+            last_event_seq=self.last_event_seq,
+            cancel_requested_at=self.cancel_requested_at,
+        )
 
 
 class EventRow(Base):
@@ -86,80 +157,28 @@ class EventRow(Base):
 
     job_id: Mapped[str] = mapped_column(String(40), ForeignKey("runner_jobs.id"), primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
-    type: Mapped[str] = mapped_column(String(16))
+    type: Mapped[EventType] = mapped_column(_enum_text(EventType))
     at: Mapped[datetime] = mapped_column(UTCDateTime())
-    data_json: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]] = mapped_column("data_json", JsonText)
+
+    def to_event(self) -> JobEvent:
+        return JobEvent.model_validate(self, from_attributes=True)
 
 
 metadata = Base.metadata
 
 
-# ---- what callers see -------------------------------------------------------------------------
+class JobChanges(TypedDict, total=False):
+    """Columns a state change may set besides the state."""
 
-
-@dataclass(frozen=True)
-class JobRecord:
-    """A job as stored."""
-
-    id: str
-    idempotency_key: str
-    state: JobState
-    script_name: str
-    script_sha256: str
-    script: str
-    backend: str
-    metadata: dict[str, str]
-    required_env: list[str]
-    args: list[str]
-    resume_from_job: str | None
-    run_dir: str
     gpus: list[int]
-    pid: int | None
+    pid: int
     process_start: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    cancel_requested_at: datetime | None
+    started_at: datetime
+    finished_at: datetime
+    cancel_requested_at: datetime
     exit_code: int | None
     failure: Failure | None
-    last_event_seq: int
-
-
-def _record(row: JobRow) -> JobRecord:
-    return JobRecord(
-        id=row.id,
-        idempotency_key=row.idempotency_key,
-        state=JobState(row.state),
-        script_name=row.script_name,
-        script_sha256=row.script_sha256,
-        script=row.script,
-        backend=row.backend,
-        metadata=json.loads(row.metadata_json),
-        required_env=json.loads(row.required_env_json),
-        args=json.loads(row.args_json),
-        resume_from_job=row.resume_from_job,
-        run_dir=row.run_dir,
-        gpus=json.loads(row.gpus_json),
-        pid=row.pid,
-        process_start=row.process_start,
-        created_at=row.created_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        cancel_requested_at=row.cancel_requested_at,
-        exit_code=row.exit_code,
-        failure=Failure.model_validate_json(row.failure_json) if row.failure_json else None,
-        last_event_seq=row.last_event_seq,
-    )
-
-
-def _event(row: EventRow) -> JobEvent:
-    return JobEvent(
-        seq=row.seq,
-        job_id=row.job_id,
-        type=EventType(row.type),
-        at=row.at,
-        data=json.loads(row.data_json),
-    )
 
 
 def submission_fingerprint(submission: JobSubmission) -> str:
@@ -169,27 +188,16 @@ def submission_fingerprint(submission: JobSubmission) -> str:
 
 
 def _differences(row: JobRow, submission: JobSubmission) -> list[str]:
-    stored = {
-        "script": row.script,
-        "script_name": row.script_name,
-        "backend": row.backend,
-        "required_env": json.loads(row.required_env_json),
-        "args": json.loads(row.args_json),
-        "metadata": json.loads(row.metadata_json),
-        "resume_from_job": row.resume_from_job,
-    }
     given = submission.model_dump(mode="json", exclude={"idempotency_key"})
-    return [name for name, value in stored.items() if given.get(name) != value]
-
-
-Finish = tuple[EventType, dict[str, Any]]
+    return [name for name, value in row.submitted().items() if given.get(name) != value]
 
 
 # ---- the store --------------------------------------------------------------------------------
 
 
 class JobStore(SqlStore):
-    """Jobs by id. Each method is one transaction (SqlStore's plumbing, like artbot's other stores)."""
+    """Jobs by id. Each method is one transaction (SqlStore's plumbing, like artbot's other
+    stores)."""
 
     def __init__(
         self,
@@ -209,9 +217,7 @@ class JobStore(SqlStore):
 
     # -- jobs --
 
-    def create(
-        self, job_id: str, submission: JobSubmission, run_dir: str
-    ) -> tuple[JobRecord, bool]:
+    def create(self, job_id: str, submission: JobSubmission, run_dir: str) -> tuple[JobRow, bool]:
         """Store a new queued job (with its `queued` event), or return the job that already has
         this idempotency key: (job, created). IdempotencyConflict if that job is different."""
         fingerprint = submission_fingerprint(submission)
@@ -220,17 +226,17 @@ class JobStore(SqlStore):
             id=job_id,
             idempotency_key=submission.idempotency_key,
             fingerprint=fingerprint,
-            state=JobState.queued.value,
+            state=JobState.queued,
             script_name=submission.script_name,
             script_sha256=hashlib.sha256(submission.script.encode()).hexdigest(),
             script=submission.script,
             backend=submission.backend,
-            metadata_json=json.dumps(submission.metadata, sort_keys=True),
-            required_env_json=json.dumps(submission.required_env),
-            args_json=json.dumps(submission.args),
+            job_metadata=dict(sorted(submission.metadata.items())),
+            required_env=list(submission.required_env),
+            args=list(submission.args),
             resume_from_job=submission.resume_from_job,
             run_dir=run_dir,
-            gpus_json="[]",
+            gpus=[],
             created_at=now,
             last_event_seq=1,
         )
@@ -240,16 +246,8 @@ class JobStore(SqlStore):
                 if existing is None:
                     orm.add(row)
                     orm.flush()
-                    orm.add(
-                        EventRow(
-                            job_id=job_id,
-                            seq=1,
-                            type=EventType.queued.value,
-                            at=now,
-                            data_json="{}",
-                        )
-                    )
-                    return _record(row), True
+                    orm.add(EventRow(job_id=job_id, seq=1, type=EventType.queued, at=now, data={}))
+                    return row, True
         except IntegrityError:
             pass  # another request with the same key won the race: compare with its job
         with self._transaction() as orm:
@@ -262,27 +260,33 @@ class JobStore(SqlStore):
                 f"idempotency key {submission.idempotency_key!r} already names job {existing.id}, "
                 f"submitted with a different {differing}"
             )
-        return _record(existing), False
+        return existing, False
 
-    def get(self, job_id: str) -> JobRecord | None:
+    def get(self, job_id: str) -> JobRow | None:
         with self._transaction() as orm:
-            row = orm.get(JobRow, job_id)
-            return _record(row) if row is not None else None
+            return orm.get(JobRow, job_id)
 
-    def get_by_key(self, idempotency_key: str) -> JobRecord | None:
+    def require(self, job_id: str) -> JobRow:
+        """The job; JobNotFound when there is none."""
+        # An id over 64 characters (the API's limit) names no job: it is not looked up.
+        job = self.get(job_id) if len(job_id) <= 64 else None
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r}")
+        return job
+
+    def get_by_key(self, idempotency_key: str) -> JobRow | None:
         with self._transaction() as orm:
-            row = self._by_key(orm, idempotency_key)
-            return _record(row) if row is not None else None
+            return self._by_key(orm, idempotency_key)
 
-    def in_states(self, states: Iterable[JobState]) -> list[JobRecord]:
+    def in_states(self, states: Iterable[JobState]) -> list[JobRow]:
         """Jobs in `states`, oldest first (the queue's order)."""
         query = (
             select(JobRow)
-            .where(JobRow.state.in_([state.value for state in states]))
+            .where(JobRow.state.in_(list(states)))
             .order_by(JobRow.created_at, JobRow.id)
         )
         with self._transaction() as orm:
-            return [_record(row) for row in orm.scalars(query)]
+            return list(orm.scalars(query))
 
     def counts(self) -> dict[JobState, int]:
         query = select(JobRow.state, func.count()).group_by(JobRow.state)
@@ -295,18 +299,18 @@ class JobStore(SqlStore):
         from_states: Sequence[JobState],
         to_state: JobState,
         *,
-        event: Finish | None = None,
-        **values: Any,
-    ) -> JobRecord | None:
-        """Move the job to `to_state` (setting `values`) if it is in one of `from_states`, and
+        event: NewEvent | None = None,
+        **changes: Unpack[JobChanges],
+    ) -> JobRow | None:
+        """Move the job to `to_state` (setting `changes`) if it is in one of `from_states`, and
         append `event` in the same transaction; None (and nothing written) if it was not."""
-        columns = self._columns(values)
-        columns["state"] = to_state.value
+        columns = {getattr(JobRow, name): value for name, value in changes.items()}
+        columns[JobRow.state] = to_state
         with self._transaction() as orm:
             statement = (
                 update(JobRow)
-                .where(JobRow.id == job_id, JobRow.state.in_([s.value for s in from_states]))
-                .values(**columns)
+                .where(JobRow.id == job_id, JobRow.state.in_(list(from_states)))
+                .values(columns)
                 .execution_options(synchronize_session=False)
             )
             if cast(CursorResult[Any], orm.execute(statement)).rowcount != 1:
@@ -315,9 +319,9 @@ class JobStore(SqlStore):
                 self._append(orm, job_id, *event)
             row = orm.get(JobRow, job_id, populate_existing=True)
             assert row is not None
-            return _record(row)
+            return row
 
-    def request_cancel(self, job_id: str) -> JobRecord | None:
+    def request_cancel(self, job_id: str) -> JobRow | None:
         """Note that the job should stop (the first request's time is kept)."""
         with self._transaction() as orm:
             orm.execute(
@@ -326,16 +330,14 @@ class JobStore(SqlStore):
                 .values(cancel_requested_at=self._clock())
                 .execution_options(synchronize_session=False)
             )
-            row = orm.get(JobRow, job_id, populate_existing=True)
-            return _record(row) if row is not None else None
+            return orm.get(JobRow, job_id, populate_existing=True)
 
-    def active_in_run_dir(self, run_dir: str) -> JobRecord | None:
+    def active_in_run_dir(self, run_dir: str) -> JobRow | None:
         """A job that is not finished and works in `run_dir`, if any."""
-        active = [s.value for s in JobState if not s.finished]
+        active = [state for state in JobState if not state.finished]
         query = select(JobRow).where(JobRow.run_dir == run_dir, JobRow.state.in_(active)).limit(1)
         with self._transaction() as orm:
-            row = orm.scalars(query).first()
-            return _record(row) if row is not None else None
+            return orm.scalars(query).first()
 
     # -- events --
 
@@ -355,16 +357,16 @@ class JobStore(SqlStore):
             .limit(limit)
         )
         with self._transaction() as orm:
-            return [_event(row) for row in orm.scalars(query)]
+            return [row.to_event() for row in orm.scalars(query)]
 
     def events_of_types(self, job_id: str, types: Iterable[EventType]) -> list[JobEvent]:
         query = (
             select(EventRow)
-            .where(EventRow.job_id == job_id, EventRow.type.in_([t.value for t in types]))
+            .where(EventRow.job_id == job_id, EventRow.type.in_(list(types)))
             .order_by(EventRow.seq)
         )
         with self._transaction() as orm:
-            return [_event(row) for row in orm.scalars(query)]
+            return [row.to_event() for row in orm.scalars(query)]
 
     # -- internals --
 
@@ -380,28 +382,14 @@ class JobStore(SqlStore):
             .returning(JobRow.last_event_seq)
             .execution_options(synchronize_session=False)
         ).scalar_one()
-        row = EventRow(
-            job_id=job_id, seq=seq, type=type.value, at=self._clock(), data_json=json.dumps(data)
-        )
+        row = EventRow(job_id=job_id, seq=seq, type=type, at=self._clock(), data=data)
         orm.add(row)
         orm.flush()
-        return _event(row)
+        return row.to_event()
 
     @staticmethod
     def _by_key(orm: OrmSession, key: str) -> JobRow | None:
         return orm.scalars(select(JobRow).where(JobRow.idempotency_key == key)).first()
-
-    @staticmethod
-    def _columns(values: dict[str, Any]) -> dict[str, Any]:
-        columns: dict[str, Any] = {}
-        for name, value in values.items():
-            if name == "gpus":
-                columns["gpus_json"] = json.dumps(list(value))
-            elif name == "failure":
-                columns["failure_json"] = value.model_dump_json() if value is not None else None
-            else:
-                columns[name] = value
-        return columns
 
     def _created_at(self) -> datetime:
         # Strictly increasing within this process, so that the queue's order is the order of

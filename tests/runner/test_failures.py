@@ -73,7 +73,8 @@ CASES = [
     (
         "cuda oom",
         1,
-        "step 3\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB\n",
+        "step 3\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 0 has a total capacity of 79.10 GiB\n",
         [],
         FailureContext(job_gpus=[0]),
         FailureKind.cuda_oom,
@@ -113,7 +114,8 @@ CASES = [
     (
         "vllm cannot reserve its share at startup",
         1,
-        "ValueError: Free memory on device (12.1/79.1 GiB) on startup is less than desired GPU memory utilization (0.7, 55.4 GiB).\n",
+        "ValueError: Free memory on device (12.1/79.1 GiB) on startup is less than desired "
+        "GPU memory utilization (0.7, 55.4 GiB).\n",
         [],
         FailureContext(job_gpus=[0]),
         FailureKind.cuda_oom,
@@ -123,7 +125,8 @@ CASES = [
     (
         "missing environment variables",
         1,
-        "Missing environment variables:\n  OPENAI_API_KEY: RULER's judge (openai/gpt-5.4) needs it\n"
+        "Missing environment variables:\n"
+        "  OPENAI_API_KEY: RULER's judge (openai/gpt-5.4) needs it\n"
         "  WANDB_API_KEY: ServerlessBackend trains on W&B and needs it\n"
         "Set them, or put them in a .env file next to this script, and run again.\n",
         [],
@@ -135,7 +138,8 @@ CASES = [
     (
         "the openai client without a key",
         1,
-        "openai.OpenAIError: The api_key client option must be set either by passing api_key to the client or by setting the OPENAI_API_KEY environment variable\n",
+        "openai.OpenAIError: The api_key client option must be set either by passing api_key "
+        "to the client or by setting the OPENAI_API_KEY environment variable\n",
         [],
         FailureContext(),
         FailureKind.missing_env,
@@ -145,8 +149,10 @@ CASES = [
     (
         "uv cannot resolve",
         1,
-        "Reading inline script metadata from `rl_train.py`\n  \u00d7 No solution found when resolving script dependencies:\n"
-        "  \u2570\u2500\u25b6 Because there is no version of openpipe-art==9.9 and you require openpipe-art==9.9, "
+        "Reading inline script metadata from `rl_train.py`\n"
+        "  \u00d7 No solution found when resolving script dependencies:\n"
+        "  \u2570\u2500\u25b6 Because there is no version of openpipe-art==9.9 "
+        "and you require openpipe-art==9.9, "
         "we can conclude that your requirements are unsatisfiable.\n",
         [],
         FailureContext(),
@@ -157,7 +163,8 @@ CASES = [
     (
         "uv cannot download",
         2,
-        "error: Failed to download `torch==2.5.1`\n  Caused by: Request failed after 3 retries\n  Caused by: dns error\n",
+        "error: Failed to download `torch==2.5.1`\n"
+        "  Caused by: Request failed after 3 retries\n  Caused by: dns error\n",
         [],
         FailureContext(),
         FailureKind.dependency_install,
@@ -167,7 +174,8 @@ CASES = [
     (
         "a module that is not installed",
         1,
-        'Traceback (most recent call last):\n  File "/jobs/abc/rl_train.py", line 30, in <module>\n    import tiktoken\n'
+        "Traceback (most recent call last):\n"
+        '  File "/jobs/abc/rl_train.py", line 30, in <module>\n    import tiktoken\n'
         "ModuleNotFoundError: No module named 'tiktoken'\n",
         [],
         FailureContext(),
@@ -178,7 +186,8 @@ CASES = [
     (
         "a name that cannot be imported",
         1,
-        'Traceback (most recent call last):\n  File "/jobs/abc/rl_train.py", line 31, in <module>\n    from art import LocalBackend\n'
+        "Traceback (most recent call last):\n"
+        '  File "/jobs/abc/rl_train.py", line 31, in <module>\n    from art import LocalBackend\n'
         "ImportError: cannot import name 'LocalBackend' from 'art'\n",
         [],
         FailureContext(),
@@ -335,7 +344,7 @@ def test_last_traceback_reads_frames_and_the_exception() -> None:
     assert last_traceback("no traceback here") is None
 
 
-# ---- from real jobs -------------------------------------------------------------------------------
+# ---- from real jobs ----------------------------------------------------------------------------
 
 
 def _failure(runner: Runner, job_id: str):
@@ -491,12 +500,12 @@ def test_long_messages_are_clipped_to_the_schema() -> None:
 def test_a_runner_bug_while_settling_fails_the_job_instead_of_leaving_it_running(
     runner: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runner import service
+    from runner import outcome
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("classifier bug")
 
-    monkeypatch.setattr(service, "classify_failure", broken)
+    monkeypatch.setattr(outcome, "classify_failure", broken)
     failure = _failure(runner, runner.submit("cuda_oom.py"))
     assert failure.kind is FailureKind.unknown
     assert "RuntimeError: classifier bug" in failure.summary

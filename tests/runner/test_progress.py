@@ -129,7 +129,8 @@ def test_output_scanner_reports_lines_that_matter_once() -> None:
     ]
     assert scanner.feed(b"Train step 2: 5 of 8 rollouts failed. First error:\n") == []
     found = scanner.feed(
-        b"Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n    g()\nKeyError: 'a'\n"
+        b"Traceback (most recent call last):\n"
+        b"  File \"x.py\", line 1, in f\n    g()\nKeyError: 'a'\n"
         b"/x.py:3: RuntimeWarning: invalid value encountered in divide\n"
         b"ERROR 11-22 12:00:00 [engine.py:99] Engine died\n"
         b"ERROR 11-22 12:00:01 [engine.py:99] Engine died again\n"

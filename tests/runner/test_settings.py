@@ -111,7 +111,8 @@ def test_bad_slots(text: str, words: str) -> None:
 
 def test_nvidia_smi_output_is_parsed() -> None:
     gpus = parse_gpus(
-        "0, GPU-aaa, NVIDIA H100 80GB HBM3, 81559, 1200, 80359, 3\n1, GPU-bbb, NVIDIA H100 80GB HBM3, 81559, [N/A], [N/A], [N/A]\n",
+        "0, GPU-aaa, NVIDIA H100 80GB HBM3, 81559, 1200, 80359, 3\n"
+        "1, GPU-bbb, NVIDIA H100 80GB HBM3, 81559, [N/A], [N/A], [N/A]\n",
         "GPU-aaa, 1234, /usr/bin/python3, 1100\nGPU-aaa, 99, name, with, commas, 100\n",
     )
     assert [g.index for g in gpus] == [0, 1]

@@ -7,7 +7,8 @@ print(
     """Traceback (most recent call last):
   File "/venv/lib/python3.11/site-packages/unsloth/models/llama.py", line 900, in forward
     hidden = self.mlp(hidden)
-torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.12 GiB is free.""",
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. """
+    "GPU 0 has a total capacity of 79.10 GiB of which 1.12 GiB is free.",
     file=sys.stderr,
 )
 sys.exit(1)

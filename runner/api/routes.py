@@ -1,0 +1,106 @@
+"""The routes, each a thin call into the JobService that `create_app` put in `app.state`:
+/health without a token; /jobs... and /openapi.json behind it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from runner.api.auth import require_token
+from runner.schemas import EventsPage, Health, Job, JobSubmission, LogTail
+from runner.service import EVENTS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
+
+MAX_WAIT_S = 30.0
+DEFAULT_LOG_TAIL_BYTES = 64 * 1024
+JOB_ID = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+
+
+def get_service(request: Request) -> JobService:
+    """The app's job service."""
+    return request.app.state.service
+
+
+Service = Annotated[JobService, Depends(get_service)]
+JobId = Annotated[str, JOB_ID]
+
+public = APIRouter()
+protected = APIRouter(dependencies=[Depends(require_token)])
+jobs = APIRouter(prefix="/jobs", tags=["jobs"], dependencies=[Depends(require_token)])
+
+
+@public.get("/health", response_model=Health, tags=["runner"])
+def health(service: Service) -> Health:
+    """Liveness and capacity, without a token: version, GPUs, slots, queue."""
+    return service.health()
+
+
+@protected.get("/openapi.json", include_in_schema=False)
+def openapi(request: Request) -> dict[str, Any]:
+    return request.app.openapi()
+
+
+@jobs.post(
+    "",
+    response_model=Job,
+    status_code=202,
+    responses={200: {"model": Job, "description": "the job this idempotency key already made"}},
+)
+def submit(submission: JobSubmission, response: Response, service: Service) -> Job:
+    """Queue a script: 202 with the new job; 200 with the same job for a repeated
+    idempotency key; 409 when that key was used for a different submission."""
+    job, created = service.submit(submission)
+    if not created:
+        response.status_code = 200
+    return job
+
+
+@jobs.get("/{job_id}", response_model=Job)
+def get_job(job_id: JobId, service: Service) -> Job:
+    return service.job(job_id)
+
+
+@jobs.get("/{job_id}/events", response_model=EventsPage)
+async def events(
+    job_id: JobId,
+    service: Service,
+    after: Annotated[int, Query(ge=0)] = 0,
+    wait: Annotated[
+        float, Query(ge=0, description=f"seconds to wait for an event (at most {MAX_WAIT_S:g})")
+    ] = 0.0,
+    limit: Annotated[int, Query(ge=1, le=EVENTS_PAGE_LIMIT)] = EVENTS_PAGE_LIMIT,
+) -> EventsPage:
+    """Events after `after`; with `wait`, waits for the next one when there are none yet."""
+    page = await run_in_threadpool(service.events, job_id, after, limit)
+    wait = min(wait, MAX_WAIT_S)
+    if page.events or page.finished or wait <= 0:
+        return page
+    with service.notifier.subscribe(job_id) as arrived:
+        # Read again once subscribed: an event stored in between is not missed.
+        page = await run_in_threadpool(service.events, job_id, after, limit)
+        if page.events or page.finished:
+            return page
+        try:
+            await asyncio.wait_for(arrived.wait(), timeout=wait)
+        except TimeoutError:
+            return page
+    return await run_in_threadpool(service.events, job_id, after, limit)
+
+
+@jobs.post("/{job_id}/cancel", response_model=Job)
+def cancel(job_id: JobId, service: Service) -> Job:
+    """A queued job is cancelled at once; a running one gets SIGTERM, then SIGKILL after
+    the grace period (follow the events for `cancelled`). A finished job is returned as is."""
+    return service.cancel(job_id)
+
+
+@jobs.get("/{job_id}/log", response_model=LogTail)
+def log_tail(
+    job_id: JobId,
+    service: Service,
+    tail_bytes: Annotated[int, Query(ge=0, le=MAX_LOG_TAIL_BYTES)] = DEFAULT_LOG_TAIL_BYTES,
+) -> LogTail:
+    """The end of the job's output (stdout and stderr together)."""
+    return service.log_tail(job_id, tail_bytes)

@@ -1,0 +1,213 @@
+"""One monitor thread per started job: it launches the job (or takes over one a previous runner
+launched), reports what the job's files say, stops it on cancel or at the max runtime, and
+records how it ended. When the runner stops, monitors leave their jobs running."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from runner.executor import JobProcess
+from runner.job_folder import JobFolder
+from runner.launcher import JobLauncher, Launched
+from runner.outcome import Ended, Ending, Outcome, settle
+from runner.processes import LEFTOVER_GRACE_S, terminate_job
+from runner.recorder import JobRecorder
+from runner.schemas import Failure, FailureKind
+from runner.settings import RunnerSettings
+from runner.store import JobRow, NewEvent
+from runner.watch import REPORTED_TYPES, JobWatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Active:
+    """A started job's in-memory part: its monitor thread and the way to interrupt it."""
+
+    cancel: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    process: JobProcess | None = None
+
+
+class JobMonitors:
+    """The monitor threads of the started jobs; `on_end(job_id)` runs when one is done with its
+    job (not when it leaves the job running for the next runner)."""
+
+    def __init__(
+        self,
+        settings: RunnerSettings,
+        workdir: Path,
+        recorder: JobRecorder,
+        launcher: JobLauncher,
+        on_end: Callable[[str], None],
+    ) -> None:
+        self._settings = settings
+        self._workdir = workdir
+        self._recorder = recorder
+        self._launcher = launcher
+        self._on_end = on_end
+        self._lock = threading.Lock()
+        self._active: dict[str, _Active] = {}
+        self._stopping = threading.Event()  # monitors stop following (jobs go on)
+
+    # -- the threads --
+
+    def spawn(self, job_id: str, launched: Launched | None = None) -> None:
+        """Follow a starting job from its launch, or one a previous runner `launched`."""
+        active = _Active(process=launched.process if launched is not None else None)
+        active.thread = threading.Thread(
+            target=self._run,
+            args=(job_id, active, launched),
+            name=f"job-{job_id[:8]}",
+            daemon=True,
+        )
+        with self._lock:
+            self._active[job_id] = active
+        active.thread.start()
+
+    def cancel(self, job_id: str) -> None:
+        """Tell the job's monitor to stop the job (no-op when it has none)."""
+        with self._lock:
+            active = self._active.get(job_id)
+        if active is not None:
+            active.cancel.set()
+
+    def job_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._active)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` in all for the monitors to finish."""
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop following: monitors still following a job leave it running for the next runner."""
+        self._stopping.set()
+        for thread in self._threads():
+            thread.join(timeout_s)
+
+    def _threads(self) -> list[threading.Thread]:
+        with self._lock:
+            return [a.thread for a in self._active.values() if a.thread is not None]
+
+    # -- one job, start to end --
+
+    def _run(self, job_id: str, active: _Active, launched: Launched | None) -> None:
+        left_running = False
+        try:
+            if launched is None:
+                launched = self._launcher.launch(job_id, active.cancel)
+                if launched is None:
+                    return  # it ended before it ran
+                active.process = launched.process
+            left_running = self._follow(job_id, active, launched)
+        except Exception as error:
+            log.exception("job %s: the runner failed while running it", job_id)
+            self._fail_after_runner_error(job_id, active, error)
+        finally:
+            if not left_running:
+                with self._lock:
+                    self._active.pop(job_id, None)
+                self._on_end(job_id)
+
+    def _follow(self, job_id: str, active: _Active, launched: Launched) -> bool:
+        """Report progress until the job ends (or is stopped), then settle it.
+
+        Returns True when the runner is stopping and leaves the job running for the next one.
+        """
+        store = self._recorder.store
+        job = store.require(job_id)
+        folder = JobFolder.of(self._workdir, job.id, job.run_dir)
+        if job.cancel_requested_at is not None:
+            active.cancel.set()
+        process = launched.process
+        with JobWatch(folder, store.events_of_types(job_id, REPORTED_TYPES)) as watch:
+            ending = self._watch_until_end(job, active, process, watch)
+            if ending is None:
+                log.info("job %s left running for the next runner", job_id)
+                return True
+            forced = self._stop_processes(job_id, process, ending)
+            self._report(job_id, watch.drain())
+        ended = Ended(
+            job=job,
+            runner_dir=folder.runner_dir,
+            ending=ending,
+            status=process.exit_status(),
+            forced=forced,
+            last_step=watch.last_step,
+            snapshot=launched.snapshot,
+        )
+        self._recorder.finish(job_id, settle(ended, self._settings.max_runtime_s))
+        return False
+
+    def _watch_until_end(
+        self, job: JobRow, active: _Active, process: JobProcess, watch: JobWatch
+    ) -> Ending | None:
+        """Poll the job's files until it exits, is cancelled or runs out of time; None when the
+        runner stops first."""
+        deadline = self._deadline(job)
+        while True:
+            self._report(job.id, watch.poll())
+            if not process.running():
+                return Ending.exited
+            if active.cancel.is_set():
+                return Ending.cancelled
+            if deadline is not None and self._recorder.store.now() >= deadline:
+                return Ending.timeout
+            if self._stopping.is_set():
+                return None
+            active.cancel.wait(self._settings.poll_interval_s)
+
+    def _deadline(self, job: JobRow) -> datetime | None:
+        # From the original start: a job re-attached after a restart gets no extra time.
+        if self._settings.max_runtime_s is None or job.started_at is None:
+            return None
+        return job.started_at + timedelta(seconds=self._settings.max_runtime_s)
+
+    def _stop_processes(self, job_id: str, process: JobProcess, ending: Ending) -> bool:
+        """Stop what is left of the job; True when it ignored SIGTERM and was killed."""
+        grace_s = self._settings.cancel_grace_s
+        forced = False
+        if ending is Ending.exited:
+            # The script is done; what it left behind (a vLLM server) must not hold the GPU.
+            terminate_job(process.pid, job_id, min(LEFTOVER_GRACE_S, grace_s), reap=process.reap)
+        else:
+            log.info("job %s stopping (%s)", job_id, ending.value)
+            forced = terminate_job(process.pid, job_id, grace_s, reap=process.reap)
+            if forced:
+                log.info("job %s ignored SIGTERM for %ss: killed", job_id, grace_s)
+        process.reap()
+        return forced
+
+    def _report(self, job_id: str, events: list[NewEvent]) -> None:
+        for kind, data in events:
+            self._recorder.emit(job_id, kind, data)
+
+    def _fail_after_runner_error(self, job_id: str, active: _Active, error: Exception) -> None:
+        """Stop and fail a job whose monitor broke; never raises (the job must not stay running)."""
+        try:
+            if active.process is not None:
+                terminate_job(
+                    active.process.pid, job_id, LEFTOVER_GRACE_S, reap=active.process.reap
+                )
+            failure = Failure(
+                kind=FailureKind.unknown,
+                summary=(
+                    f"The runner failed while running the job: {type(error).__name__}: {error}"
+                )[:2000],
+                fix=(
+                    "Tell the runner's operator (the runner's log has the details), "
+                    "then run the job again."
+                ),
+            )
+            self._recorder.finish(job_id, Outcome.failed(failure))
+        except Exception:
+            log.exception("job %s: could not record the runner's failure either", job_id)

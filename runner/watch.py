@@ -1,0 +1,88 @@
+"""Reading a running job's files into events: ART's progress records (steps, validations,
+checkpoints) and warnings from its output.
+
+After a restart the new runner reads the same files again; what the job's event log already
+holds (and what was on disk before the job started) is not reported twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from types import TracebackType
+
+from runner.job_folder import JobFolder
+from runner.logfile import OutputFollower
+from runner.progress import ArtProgress, OutputScanner, Seen
+from runner.schemas import EventType, JobEvent
+from runner.store import NewEvent
+
+RESCAN_EVERY_S = 1.0
+"""How often new model folders are looked for (a poll reads the known ones)."""
+REPORTED_TYPES = (EventType.step, EventType.validation, EventType.checkpoint, EventType.warning)
+"""The event types a watch reports, and so must know from before a restart."""
+
+
+class JobWatch:
+    """A running job's files since the last look, as events; `with` closes the output log."""
+
+    def __init__(self, folder: JobFolder, reported: Iterable[JobEvent]) -> None:
+        reported = list(reported)
+        self._progress = ArtProgress(folder.run_dir, folder.baseline(), _seen(reported))
+        self._output = OutputFollower(folder.runner_dir)
+        self._scanner = OutputScanner()
+        for event in reported:
+            if event.type is EventType.warning:
+                self._scanner.already_reported(str(event.data.get("message", "")))
+        self._last_rescan = 0.0
+
+    @property
+    def last_step(self) -> int | None:
+        """The last training step reported (before a restart too)."""
+        return self._progress.last_step
+
+    def poll(self) -> list[NewEvent]:
+        """What the job wrote since the last poll: progress first, then warnings."""
+        rescan = time.monotonic() - self._last_rescan >= RESCAN_EVERY_S
+        if rescan:
+            self._last_rescan = time.monotonic()
+        progress = self._progress.poll(rescan=rescan)
+        return progress + self._warnings(self._output.poll())
+
+    def drain(self) -> list[NewEvent]:
+        """What is left once the job ended: the rest of its output, then ART's last records."""
+        events: list[NewEvent] = []
+        while chunk := self._output.poll():
+            events += self._warnings(chunk)
+        return events + self._progress.poll(rescan=True)
+
+    def close(self) -> None:
+        self._output.close()
+
+    def __enter__(self) -> JobWatch:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _warnings(self, chunk: bytes) -> list[NewEvent]:
+        return [(EventType.warning, data) for data in self._scanner.feed(chunk)]
+
+
+def _seen(reported: list[JobEvent]) -> Seen:
+    seen = Seen()
+    steps_by_type = {
+        EventType.step: seen.steps,
+        EventType.validation: seen.validations,
+        EventType.checkpoint: seen.checkpoints,
+    }
+    for event in reported:
+        step = event.data.get("step")
+        if event.type in steps_by_type and isinstance(step, int):
+            steps_by_type[event.type].add(step)
+    return seen
