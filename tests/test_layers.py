@@ -118,7 +118,7 @@ def _public() -> set[str]:
     [
         ("flows", ("sqlalchemy", "slack_sdk", "slack_bolt", "httpx", "fastapi", "storage", "bot")),
         ("runner.serve", ("flows", "bot", "artbot", "checks", "storage.sessions", "slack_sdk")),
-        ("runner.app", ("flows", "bot", "artbot", "checks", "storage.sessions")),
+        ("runner.api", ("flows", "bot", "artbot", "checks", "storage.sessions")),
         ("storage.migrations", ("flows", "bot", "runner", "artbot", "checks")),
         ("checks.script_check", ("bot", "runner", "artbot", "storage", "slack_sdk")),
     ],
