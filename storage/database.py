@@ -6,13 +6,14 @@ wizard's sessions, the bot's records, the runner's jobs) opens its engine here.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, Engine, TypeDecorator, create_engine, event
+from sqlalchemy import DateTime, Dialect, Engine, Text, TypeDecorator, create_engine, event
 from sqlalchemy.engine import URL, make_url
 
 KEY_PART_MAX = 255
@@ -42,6 +43,19 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class JsonText(TypeDecorator[Any]):
+    """JSON kept in a TEXT column: the column's DDL stays TEXT, Python sees lists and dicts."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else json.dumps(value)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
+        return None if value is None else json.loads(value)
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
