@@ -9,15 +9,17 @@ import sys
 from sqlalchemy import MetaData
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.records import Base as BotRecordsBase
+from bot.runs.store import metadata as run_metadata
+from bot.slack_records import metadata as slack_records_metadata
 from storage import migrations
 from storage.database import DatabaseUrlError, default_database_url, normalize_database_url
 from storage.sessions import metadata as session_metadata
 
 DATABASE_URL_ENV = "ARTBOT_DATABASE_URL"
 
-ARTBOT_TABLES: tuple[MetaData, ...] = (session_metadata, BotRecordsBase.metadata)
-"""Every table in artbot's database, which its migrations manage: sessions and the bot's records."""
+ARTBOT_TABLES: tuple[MetaData, ...] = (session_metadata, slack_records_metadata, run_metadata)
+"""Every table in artbot's database, which its migrations manage: sessions, the bot's Slack
+records (deliveries, question messages, approvals) and its runs."""
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1

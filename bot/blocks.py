@@ -1,4 +1,4 @@
-"""Block Kit for the wizard: engine messages in, Slack message payloads out. Pure: no client calls.
+"""Block Kit for the wizard: engine messages in, Slack payloads out. Pure: no client calls.
 
 Slack's limits (slack-notes): 50 blocks a message, 3,000 characters a section, 75 a button's
 text, 2,000 its value, 255 an action id, 25 elements an actions block, and `text` under 4,000.
@@ -6,10 +6,12 @@ text, 2,000 its value, 255 an action id, 25 elements an actions block, and `text
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from flows import Message, Notice, OptionView, Problem, Question
+from storage.sessions import StoredSession
 
 Block = dict[str, Any]
 
@@ -19,6 +21,10 @@ BUTTON_TEXT_LIMIT = 75
 MAX_BLOCKS = 50
 ANSWER_ACTION = "wizard_answer"
 RESULT_ACTIONS = ("result_approve", "result_edit", "result_regenerate", "result_cancel")
+RUN_CANCEL_ACTION = "run_cancel"
+RUN_FIX_ACTION = "run_fix"
+"""A fix button's action id is `run_fix:<FixAction>`."""
+HOME_BLOCKS_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -114,14 +120,17 @@ def parse_answer_value(value: str) -> tuple[str, str] | None:
     return (step_id, option) if sep and step_id else None
 
 
-def notice_message(notice: Notice) -> SlackMessage:
-    text = escape(notice.text)
+def text_message(text: str) -> SlackMessage:
+    """mrkdwn text as a message: the text clipped for `text`, its sections for the blocks."""
     return SlackMessage(clip(text, TEXT_LIMIT), sections(text)[:MAX_BLOCKS])
+
+
+def notice_message(notice: Notice) -> SlackMessage:
+    return text_message(escape(notice.text))
 
 
 def problem_message(problem: Problem) -> SlackMessage:
-    text = f":warning: {escape(problem.text)}"
-    return SlackMessage(clip(text, TEXT_LIMIT), sections(text)[:MAX_BLOCKS])
+    return text_message(f":warning: {escape(problem.text)}")
 
 
 def engine_message(message: Message) -> SlackMessage:
@@ -135,8 +144,8 @@ def engine_message(message: Message) -> SlackMessage:
 def answered_message(question_text: str, shown: str) -> SlackMessage:
     """A question once answered: its text and the answer, without buttons."""
     answer = escape(clip(shown, 1_000)) or "(empty)"
-    text = f"{clip(escape(question_text), SECTION_LIMIT - len(answer) - 10)}\n:white_check_mark: *{answer}*"
-    return SlackMessage(clip(text, TEXT_LIMIT), sections(text)[:MAX_BLOCKS])
+    question = clip(escape(question_text), SECTION_LIMIT - len(answer) - 10)
+    return text_message(f"{question}\n:white_check_mark: *{answer}*")
 
 
 def result_buttons(session_ref: str) -> Block:
@@ -156,3 +165,29 @@ def result_buttons(session_ref: str) -> Block:
             button["style"] = "danger"
         elements.append(button)
     return {"type": "actions", "block_id": "result", "elements": elements}
+
+
+def sessions_text(sessions: Sequence[StoredSession]) -> str:
+    """A user's wizards, one line each (the first 20): where, the task, the state, when."""
+    if not sessions:
+        return "You have no wizards yet. Start one with `/train-rl`."
+    lines = [f"Your wizards ({len(sessions)}):"]
+    for stored in sessions[:20]:
+        state = "expired" if stored.expired else stored.session.status
+        task = stored.session.answers.get("task") or "(task not given yet)"
+        lines.append(
+            f"• <#{stored.key.channel}> {escape(clip(str(task), 80))}: {state}, "
+            f"updated {stored.updated_at:%Y-%m-%d %H:%M} UTC"
+        )
+    return "\n".join(lines)
+
+
+def home_view(wizards: str) -> dict[str, Any]:
+    """The App Home tab: how to start a wizard, then the user's `wizards` (`sessions_text`)."""
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": "Your RL training wizards"}},
+        *sections("Start one in any channel with `/train-rl what the agent should get better at`."),
+        {"type": "divider"},
+        *sections(wizards),
+    ]
+    return {"type": "home", "blocks": blocks[:HOME_BLOCKS_MAX]}

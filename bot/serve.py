@@ -67,13 +67,12 @@ def make_http_server(app: App, host: str, port: int) -> WSGIServer:
 def keep_tidy(
     service: WizardService, app: App, idle: timedelta, stop: threading.Event
 ) -> threading.Thread:
-    """Expire idle sessions (with a note in their threads) and forget old delivery ids, periodically."""
+    """Every EXPIRY_INTERVAL_S: expire idle sessions (a note in each thread), forget deliveries."""
 
     def loop() -> None:
         while not stop.wait(EXPIRY_INTERVAL_S):
             try:
-                service.expire_idle(app.client, idle)
-                service.records.forget_deliveries(timedelta(days=1))
+                service.tidy(app.client, idle)
             except Exception:
                 log.exception("periodic expiry failed")
 
@@ -105,7 +104,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
     stop = threading.Event()
     keep_tidy(service, app, timedelta(hours=settings.artbot_session_idle_hours), stop)
     if service.runs is not None:
-        from bot.runs import RunFollower
+        from bot.runs.follower import RunFollower
 
         RunFollower(service.runs, app.client, settings.artbot_runner_poll_s).start()
         log.info("following training runs on %s", settings.artbot_runner_url)

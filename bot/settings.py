@@ -1,4 +1,4 @@
-"""The bot's settings, from the environment. Missing or invalid ones stop startup with a clear message."""
+"""The bot's settings, from the environment. Missing or invalid ones stop startup, saying why."""
 
 from __future__ import annotations
 
@@ -72,12 +72,9 @@ class BotSettings(BaseSettings):
     @field_validator("slack_api_url")
     @classmethod
     def _api_url_shape(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL such as https://slack.com/api/")
+        url = _http_url(value, "https://slack.com/api/")
         # slack_sdk joins method names onto the base URL: it must end with a slash.
-        return value if value.endswith("/") else value + "/"
+        return url if url is None or url.endswith("/") else url + "/"
 
     @model_validator(mode="after")
     def _transport(self) -> BotSettings:
@@ -92,11 +89,8 @@ class BotSettings(BaseSettings):
     @field_validator("artbot_runner_url")
     @classmethod
     def _runner_url_shape(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return None
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL such as https://gpu-host:8080")
-        return value.rstrip("/")
+        url = _http_url(value, "https://gpu-host:8080")
+        return None if url is None else url.rstrip("/")
 
     @property
     def socket_mode(self) -> bool:
@@ -108,13 +102,24 @@ class BotSettings(BaseSettings):
 
     @property
     def approvers(self) -> frozenset[str]:
-        return frozenset(part.strip() for part in self.artbot_approvers.split(",") if part.strip())
+        return _comma_separated(self.artbot_approvers)
 
     @property
     def runner_channels(self) -> frozenset[str]:
-        return frozenset(
-            part.strip() for part in self.artbot_runner_channels.split(",") if part.strip()
-        )
+        return _comma_separated(self.artbot_runner_channels)
+
+
+def _http_url(value: str | None, example: str) -> str | None:
+    """An http(s) URL, or None when unset or empty; anything else is refused."""
+    if value is None or value == "":
+        return None
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"must be an http(s) URL such as {example}")
+    return value
+
+
+def _comma_separated(text: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> BotSettings:

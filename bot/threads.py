@@ -1,4 +1,5 @@
-"""Posting into a wizard's thread: engine messages become Slack messages, answers update questions."""
+"""Posting into a wizard's thread: engine messages become Slack messages, answers update their
+questions."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from collections.abc import Iterable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import SlackMessage, answered_message, engine_message
-from bot.records import BotRecords
+from bot.blocks import SlackMessage, answered_message, engine_message, text_message
+from bot.slack_records import SlackRecords
 from flows import Answered, Message, Question, Turn
 from storage.sessions import SessionKey
 
@@ -19,7 +20,7 @@ log = logging.getLogger(__name__)
 class ThreadPoster:
     """Says things in one kind of place: a wizard's thread. Knows nothing of the engine's rules."""
 
-    def __init__(self, records: BotRecords) -> None:
+    def __init__(self, records: SlackRecords) -> None:
         self._records = records
 
     def post(self, client: WebClient, key: SessionKey, message: SlackMessage) -> str | None:
@@ -37,6 +38,10 @@ class ThreadPoster:
             log.warning("chat.postMessage failed in %s: %s", key, error.response.get("error"))
             return None
         return str(response.get("ts") or "") or None
+
+    def post_text(self, client: WebClient, key: SessionKey, text: str) -> str | None:
+        """Post mrkdwn `text` into the thread (see `post`)."""
+        return self.post(client, key, text_message(text))
 
     def ephemeral(self, client: WebClient, key: SessionKey, user: str, text: str) -> None:
         try:

@@ -1,18 +1,14 @@
 """The wizard in Slack threads: who may answer, each reply advanced once, sessions kept in SQL.
 
 The engine decides what to say; this module decides whose reply counts, makes retries and
-races harmless, and hands the engine's turn to the thread poster.
+races harmless, and hands the engine's turn to the thread poster. The listeners call one method
+of WizardService each.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import urllib.error
-import urllib.request
-import weakref
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -20,22 +16,12 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import SlackMessage, clip, escape, sections
-from bot.records import BotRecords
-from bot.results import ScriptResults
+from bot.blocks import clip, escape, home_view, sections, sessions_text
+from bot.keyed_locks import KeyedLocks
+from bot.script_results import ScriptResults
+from bot.slack_records import SlackRecords
 from bot.threads import ThreadPoster
-from flows import (
-    TRAIN_RL,
-    Attachment,
-    Completed,
-    Flow,
-    Problem,
-    Reply,
-    Session,
-    Turn,
-    advance,
-    begin,
-)
+from flows import TRAIN_RL, Completed, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (
     DuplicateSession,
     SessionExpired,
@@ -46,12 +32,24 @@ from storage.sessions import (
 )
 
 if TYPE_CHECKING:
-    from bot.runs import RunService
+    from bot.runs.service import RunService
+    from runner.schemas import FixAction
 
 log = logging.getLogger(__name__)
 
 FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL}
 SAVE_ATTEMPTS = 5
+DELIVERIES_KEPT = timedelta(days=1)
+"""Longer than Slack retries a delivery."""
+EXPIRED = "This wizard expired. Start a new one with `/train-rl`."
+COMMAND_HELP = (
+    "`/train-rl [what the agent should get better at]` starts the wizard in a thread. "
+    "`/train-rl list` lists your wizards, `/train-rl runs` your training runs."
+)
+NOT_IN_CHANNEL = (
+    "I can't post in this channel yet: invite me with `/invite @artbot`, "
+    "then run `/train-rl` again."
+)
 
 
 @dataclass(frozen=True)
@@ -64,49 +62,57 @@ class Incoming:
     delivery_id: str | None
 
 
-class KeyedLocks:
-    """One lock per conversation, so replies racing in one thread are handled one at a time."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: weakref.WeakValueDictionary[SessionKey, threading.Lock] = (
-            weakref.WeakValueDictionary()
-        )
-
-    @contextmanager
-    def hold(self, key: SessionKey) -> Iterator[None]:
-        with self._guard:
-            lock = self._locks.get(key)
-            if lock is None:
-                lock = threading.Lock()
-                self._locks[key] = lock
-        with lock:
-            yield
-
-
 class WizardService:
     """Starts wizards, advances them by replies and clicks, and finishes them with a script."""
 
     def __init__(
         self,
         store: SessionStore,
-        records: BotRecords,
+        records: SlackRecords,
         poster: ThreadPoster,
         results: ScriptResults,
         *,
         runs: RunService | None = None,
         on_complete: Callable[[WebClient, SessionKey, Mapping[str, object]], None] | None = None,
+        max_upload_bytes: int = 1_000_000,
     ) -> None:
         self.store = store
         self.records = records
         self.poster = poster
         self.results = results
         self.runs = runs
+        self.max_upload_bytes = max_upload_bytes
+        """The largest file a reply may attach."""
         self._locks = KeyedLocks()
         # Rendering and checking take seconds: off the listener thread, on the results' executor.
         self._on_complete = on_complete or results.deliver_later
 
-    # -- starting --
+    # -- the command --
+
+    def command(
+        self, client: WebClient, team: str, channel: str, user: str, text: str
+    ) -> str | None:
+        """`/train-rl [list|runs|help|task]`: what to answer the user privately, if anything.
+
+        The answer goes through the command's response_url: it works even where the bot is not
+        a member of the channel.
+        """
+        word = text.lower()
+        if word == "list":
+            return self.sessions_text(user, team)
+        if word == "runs":
+            if self.runs is None:
+                return "No GPU runner is configured for this bot."
+            return self.runs.runs_text(user, team)
+        if word in ("help", "-h", "--help"):
+            return COMMAND_HELP
+        try:
+            self.start(client, team, channel, user, text)
+        except SlackApiError as error:
+            if error.response.get("error") not in ("not_in_channel", "channel_not_found"):
+                raise
+            return NOT_IN_CHANNEL
+        return None
 
     def start(
         self, client: WebClient, team: str, channel: str, user: str, text: str
@@ -137,7 +143,7 @@ class WizardService:
     # -- replies and clicks --
 
     def handle(self, client: WebClient, incoming: Incoming) -> None:
-        """Advance the thread's session by one reply, at most once however often Slack delivers it."""
+        """Advance the thread's session by one reply, once however often Slack delivers it."""
         if incoming.delivery_id is not None and not self.records.first_delivery(
             incoming.delivery_id
         ):
@@ -152,13 +158,12 @@ class WizardService:
                     client,
                     key,
                     incoming.user,
-                    f"Only <@{stored.owner}> can answer this wizard. Start your own with `/train-rl`.",
+                    f"Only <@{stored.owner}> can answer this wizard. "
+                    "Start your own with `/train-rl`.",
                 )
                 return
             if stored.expired:
-                self.poster.post(
-                    client, key, _text("This wizard expired. Start a new one with `/train-rl`.")
-                )
+                self.poster.post_text(client, key, EXPIRED)
                 return
             turn = self._advance_and_save(key, stored, incoming.reply)
         if turn is None:
@@ -167,10 +172,17 @@ class WizardService:
         if self.runs is not None and incoming.reply.text.strip().lower() == "status":
             runs = self.runs.thread_status(key)
             if runs:
-                self.poster.post(client, key, _text(runs))
+                self.poster.post_text(client, key, runs)
         for effect in turn.effects:
             if isinstance(effect, Completed):
                 self._on_complete(client, key, effect.answers)
+
+    def refuse(self, client: WebClient, key: SessionKey, user: str, text: str) -> None:
+        """Something in a thread that is not an answer (an edit, a file we cannot take): tell its
+        author why, if they own the wizard."""
+        stored = self.store.get(key)
+        if stored is not None and stored.owner == user:
+            self.poster.ephemeral(client, key, user, text)
 
     def _advance_and_save(
         self, key: SessionKey, stored: StoredSession, reply: Reply
@@ -192,9 +204,7 @@ class WizardService:
                     return None
                 stored = reloaded
             except SessionExpired:
-                return Turn(
-                    session, (Problem("This wizard expired. Start a new one with `/train-rl`."),)
-                )
+                return Turn(session, (Problem(EXPIRED),))
         log.warning("gave up saving %s after %d races", key, SAVE_ATTEMPTS)
         return None
 
@@ -220,8 +230,8 @@ class WizardService:
             self.handle(client, Incoming(key, user, Reply(text="cancel"), None))
         elif action == "result_regenerate":
             if stored.session.status != "complete":
-                self.poster.post(
-                    client, key, _text("Answer the open question first, then regenerate.")
+                self.poster.post_text(
+                    client, key, "Answer the open question first, then regenerate."
                 )
                 return
             self.results.deliver(client, key, stored.session.answers)
@@ -233,16 +243,14 @@ class WizardService:
         self, client: WebClient, key: SessionKey, stored: StoredSession, user: str
     ) -> None:
         if stored.session.status != "complete":
-            self.poster.post(
-                client, key, _text("There is no finished script to approve in this thread yet.")
+            self.poster.post_text(
+                client, key, "There is no finished script to approve in this thread yet."
             )
             return
         latest = self.results.latest_script(key, stored.session.answers)
         if latest is None:
-            self.poster.post(
-                client,
-                key,
-                _text("The script is not on this host any more: press Regenerate first."),
+            self.poster.post_text(
+                client, key, "The script is not on this host any more: press Regenerate first."
             )
             return
         path, script = latest
@@ -256,34 +264,71 @@ class WizardService:
             self.runs.approve(client, key, user, script, path.name, stored.session.answers)
             return
         approval = self.records.record_approval(key, user, script, path.name)
-        self.poster.post(
+        self.poster.post_text(
             client,
             key,
-            _text(
-                f":white_check_mark: Approved by <@{user}> (script `{path.name}`, sha256 `{approval.script_sha256[:12]}`).\n"
-                "No GPU runner is configured for this bot yet, so nothing runs: the approval is recorded. "
-                f"To train now, run `uv run {path.name}` on a GPU host."
-            ),
+            f":white_check_mark: Approved by <@{user}> (script `{path.name}`, "
+            f"sha256 `{approval.script_sha256[:12]}`).\n"
+            "No GPU runner is configured for this bot yet, so nothing runs: "
+            "the approval is recorded. "
+            f"To train now, run `uv run {path.name}` on a GPU host.",
         )
 
-    # -- listing and expiry --
+    # -- the run buttons (no-ops without a runner) --
+
+    def cancel_run(self, client: WebClient, run_id: int, user: str) -> None:
+        """A status card's Cancel button."""
+        if self.runs is not None:
+            self.runs.cancel(client, run_id, user)
+
+    def fix_run(
+        self, client: WebClient, run_id: int, fix: FixAction, user: str, delivery_id: str
+    ) -> None:
+        """A failed run's fix button, once however often Slack delivers the click."""
+        if self.runs is not None and self.records.first_delivery(delivery_id):
+            self.runs.retry(client, run_id, fix, user)
+
+    # -- listing, expiry, errors --
 
     def sessions_of(self, user: str, team: str) -> list[StoredSession]:
         return self.store.list_for_owner(user, team=team)
+
+    def sessions_text(self, user: str, team: str) -> str:
+        """`/train-rl list`: the user's wizards in the team."""
+        return sessions_text(self.sessions_of(user, team))
+
+    def publish_home(self, client: WebClient, user: str, team: str) -> None:
+        """The App Home tab: the user's wizards."""
+        client.views_publish(user_id=user, view=home_view(self.sessions_text(user, team)))
 
     def expire_idle(self, client: WebClient, older_than: timedelta) -> list[SessionKey]:
         """Expire sessions idle for longer than `older_than`, with a note in each thread."""
         expired = self.store.expire_idle(older_than)
         hours = older_than.total_seconds() / 3600
         for key in expired:
-            self.poster.post(
+            self.poster.post_text(
                 client,
                 key,
-                _text(
-                    f":zzz: This wizard expired after {hours:g} hours without an answer. Start a new one with `/train-rl`."
-                ),
+                f":zzz: This wizard expired after {hours:g} hours without an answer. "
+                "Start a new one with `/train-rl`.",
             )
         return expired
+
+    def tidy(self, client: WebClient, idle: timedelta) -> None:
+        """Expire idle sessions (with a note in their threads) and forget old delivery ids."""
+        self.expire_idle(client, idle)
+        self.records.forget_deliveries(DELIVERIES_KEPT)
+
+    def notify_error(self, client: WebClient, key: SessionKey) -> None:
+        """Something of ours broke while handling a reply: say so instead of going silent."""
+        try:
+            self.poster.post_text(
+                client,
+                key,
+                ":x: Something went wrong on my side; your answers are saved. Try again.",
+            )
+        except SlackApiError:
+            log.exception("could not report an error to %s", key)
 
 
 def _is_repeat_click(session: Session, reply: Reply) -> bool:
@@ -294,45 +339,3 @@ def _is_repeat_click(session: Session, reply: Reply) -> bool:
         and FLOWS[session.flow].next_step(session.answers)
         is not FLOWS[session.flow].step(reply.step_id)
     )
-
-
-def _text(text: str) -> SlackMessage:
-    return SlackMessage(clip(text, 3_900), sections(text)[:50])
-
-
-def attachment_from_file(
-    client: WebClient, file: Mapping[str, object], max_bytes: int
-) -> Attachment | str:
-    """Download a file a user dropped in the thread (bot token as bearer); an error text otherwise."""
-    name = str(file.get("name") or "file")
-    size = file.get("size")
-    if isinstance(size, int) and size > max_bytes:
-        return f"“{escape(clip(name, 80))}” is {size:,} bytes; the limit is {max_bytes:,}."
-    url = file.get("url_private_download") or file.get("url_private")
-    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
-        return f"I cannot download “{escape(clip(name, 80))}”."
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {client.token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            content_type = response.headers.get("Content-Type", "")
-            content = response.read(max_bytes + 1)
-    except (urllib.error.URLError, TimeoutError, OSError) as error:
-        return f"Downloading “{escape(clip(name, 80))}” failed: {escape(str(error))}."
-    if len(content) > max_bytes:
-        return f"“{escape(clip(name, 80))}” is over the limit of {max_bytes:,} bytes."
-    # Without files:read Slack answers with its HTML login page, not an error.
-    if "text/html" in content_type and not name.lower().endswith((".html", ".htm")):
-        return f"Slack did not hand over “{escape(clip(name, 80))}” (is the app missing the files:read scope?)."
-    return Attachment(name, content)
-
-
-def notify_error(client: WebClient, key: SessionKey, poster: ThreadPoster) -> None:
-    """Something of ours broke while handling a reply: say so instead of going silent."""
-    try:
-        poster.post(
-            client,
-            key,
-            _text(":x: Something went wrong on my side; your answers are saved. Try again."),
-        )
-    except SlackApiError:
-        log.exception("could not report an error to %s", key)

@@ -148,7 +148,8 @@ class SlackUser:
         return SessionKey(TEAM_ID, self.channel, self.thread)
 
     def settle(self, quiet_s: float = 0.15, timeout: float = 30.0) -> None:
-        """Wait until the bot has stopped talking to Slack for a moment (a turn can post several messages)."""
+        """Wait until the bot has stopped talking to Slack for a moment (a turn can post several
+        messages)."""
         deadline = time.monotonic() + timeout
         seen, since = len(self.fake.calls()), time.monotonic()
         while time.monotonic() < deadline:

@@ -1,4 +1,4 @@
-"""The Slack app manifests declare exactly what bot/app.py listens to and what the bot calls.
+"""The Slack app manifests declare exactly what bot/listeners/ listens to and what the bot calls.
 
 Three sources of truth are compared with both manifests:
 - the listeners `create_app` registers (recorded as they are registered, and cross-checked
@@ -178,7 +178,8 @@ def required_subscriptions(registrations: Registrations) -> dict[str, str | None
     required: dict[str, str | None] = {}
     for event_type in registrations.event_types:
         assert event_type in SUBSCRIPTIONS_BY_EVENT, (
-            f"bot/app.py listens to {event_type!r}: add its subscriptions and scopes to this test"
+            f"bot/listeners/ listen to {event_type!r}: "
+            "add its subscriptions and scopes to this test"
         )
         required.update(SUBSCRIPTIONS_BY_EVENT[event_type])
     return required
@@ -191,7 +192,7 @@ def called_methods() -> set[str]:
     """
     web_api = {name for name in dir(WebClient) if not name.startswith("_")}
     methods: set[str] = set()
-    for path in (ROOT / "bot").glob("*.py"):
+    for path in (ROOT / "bot").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
@@ -205,7 +206,7 @@ def called_methods() -> set[str]:
 def downloads_user_files() -> bool:
     # Files dropped into a thread are fetched from `url_private` with the bot token: files:read.
     return any(
-        "url_private" in path.read_text(encoding="utf-8") for path in (ROOT / "bot").glob("*.py")
+        "url_private" in path.read_text(encoding="utf-8") for path in (ROOT / "bot").rglob("*.py")
     )
 
 
@@ -230,7 +231,7 @@ def required_scopes(registrations: Registrations) -> set[str]:
 def test_the_recorded_registrations_are_every_listener_bolt_has(bot: RunningBot) -> None:
     kinds = {name for name, _ in bot.registrations.calls}
     assert kinds <= set(KNOWN_REGISTRATIONS), (
-        f"bot/app.py registers {sorted(kinds - set(KNOWN_REGISTRATIONS))}: declare them in the "
+        f"bot/listeners/ register {sorted(kinds - set(KNOWN_REGISTRATIONS))}: declare them in the "
         "manifests and teach this test to check them"
     )
     assert len(bot.registrations.calls) == len(bot.app._listeners)  # pyright: ignore[reportPrivateUsage]

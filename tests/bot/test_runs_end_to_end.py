@@ -1,4 +1,4 @@
-"""Approve in Slack, train under the real runner on loopback, and read the progress in the thread."""
+"""Approve in Slack, train under the real runner on loopback, read the progress in the thread."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.runs import RunService
+from bot.runs.service import RunService
 from runner.serve import RunnerServer, build_service
 from runner.settings import load_settings
 from tests.bot.conftest import BotFactory, SlackUser

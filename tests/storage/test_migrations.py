@@ -20,7 +20,7 @@ from sqlalchemy import Engine, MetaData, inspect, text
 
 from artbot.cli import main
 from artbot.database import ARTBOT_TABLES
-from bot.records import BotRecords
+from bot.slack_records import SlackRecords
 from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage import migrations as db
 from storage.database import create_database_engine
@@ -74,9 +74,9 @@ class Database:
             shape[name] = {"columns": columns, "primary_key": primary, "indexes": indexes}
         return shape
 
-    def stores(self) -> tuple[SessionStore, BotRecords]:
+    def stores(self) -> tuple[SessionStore, SlackRecords]:
         engine = create_database_engine(self.url)
-        return SessionStore(engine, schema=self.schema), BotRecords(engine, schema=self.schema)
+        return SessionStore(engine, schema=self.schema), SlackRecords(engine, schema=self.schema)
 
     def version_rows(self) -> list[str]:
         table = f'"{self.schema}".alembic_version' if self.schema else "alembic_version"
@@ -146,7 +146,7 @@ def reference(databases: Databases) -> Database:
     return made
 
 
-def use_the_stores(store: SessionStore, records: BotRecords, key: SessionKey = KEY) -> None:
+def use_the_stores(store: SessionStore, records: SlackRecords, key: SessionKey = KEY) -> None:
     """One round of everything the stores do, so a missing column or table shows."""
     session = begin(TRAIN_RL, Session.start(TRAIN_RL.id)).session
     store.create(key, "U0OWNER", session)
@@ -252,7 +252,7 @@ def test_a_database_with_only_the_sessions_table_gets_the_bots_tables(
     database.upgrade()
     assert database.shape() == reference.shape()
     assert database.current() == db.head()
-    records = BotRecords(create_database_engine(database.url), schema=database.schema)
+    records = SlackRecords(create_database_engine(database.url), schema=database.schema)
     use_the_stores(store, records)
     store.close()
 

@@ -1,4 +1,6 @@
-"""After the last answer: render the script, check it, upload it, then dry-run it and say how it went."""
+"""The generated script of a finished wizard: render it, check it, upload it to the thread, then
+dry-run it and say how it went. Scripts are kept on the bot's host, one folder per thread.
+"""
 
 from __future__ import annotations
 
@@ -56,9 +58,11 @@ def summary(answers: Mapping[str, Any]) -> str:
     backend = "LocalBackend" if answers["backend"] == "local" else "ServerlessBackend"
     return "\n".join(
         [
-            f"*{escape(answers['run_name'])}* ({escape(answers['project'])}): {turns}, reward {reward}",
+            f"*{escape(answers['run_name'])}* ({escape(answers['project'])}): "
+            f"{turns}, reward {reward}",
             f"Base model `{answers['base_model']}` on {backend}; {loop}",
-            f"learning rate {hp['learning_rate']:g}, {hp['rollouts_per_group']} rollouts per group, "
+            f"learning rate {hp['learning_rate']:g}, "
+            f"{hp['rollouts_per_group']} rollouts per group, "
             f"{hp['groups_per_step']} groups per step",
         ]
     )
@@ -66,7 +70,10 @@ def summary(answers: Mapping[str, Any]) -> str:
 
 def check_line(report: CheckReport) -> str:
     if report.ok:
-        return ":white_check_mark: `artbot check`: compiles, ruff-clean, type-checks against openpipe-art 0.5.18."
+        return (
+            ":white_check_mark: `artbot check`: compiles, ruff-clean, "
+            "type-checks against openpipe-art 0.5.18."
+        )
     lines = [f":x: `artbot check` found {len(report.problems)} problem(s):"]
     lines += [
         f"• line {p.line}: {p.tool} {p.code}: {clip(p.message, 200)}" for p in report.problems[:10]
@@ -116,11 +123,12 @@ class ScriptResults:
             self.deliver(client, key, answers)
         except Exception:
             log.exception("delivering the script failed for %s", key)
-            self._poster.post(
+            self._poster.post_text(
                 client,
                 key,
-                _text(
-                    ":x: Something went wrong while generating the script; your answers are saved. Press Regenerate or say `edit <question>`."
+                (
+                    ":x: Something went wrong while generating the script; your answers are saved. "
+                    "Press Regenerate or say `edit <question>`."
                 ),
             )
 
@@ -130,11 +138,12 @@ class ScriptResults:
         try:
             script = render_script(answers)
         except (RenderError, SyntaxError, ValueError) as error:
-            self._poster.post(
+            self._poster.post_text(
                 client,
                 key,
-                _text(
-                    f":x: I could not generate the script: {escape(str(error))}\nSay `edit <question>` to fix the answer."
+                (
+                    f":x: I could not generate the script: {escape(str(error))}\n"
+                    "Say `edit <question>` to fix the answer."
                 ),
             )
             return
@@ -154,11 +163,12 @@ class ScriptResults:
             )
         except SlackApiError as error:
             log.warning("files_upload_v2 failed in %s: %s", key, error.response.get("error"))
-            self._poster.post(
+            self._poster.post_text(
                 client,
                 key,
-                _text(
-                    f":x: Slack refused the upload ({error.response.get('error')}). The script is saved as `{path.name}` on the bot's host."
+                (
+                    f":x: Slack refused the upload ({error.response.get('error')}). "
+                    f"The script is saved as `{path.name}` on the bot's host."
                 ),
             )
         buttons = SlackMessage(
@@ -167,12 +177,10 @@ class ScriptResults:
         )
         self._poster.post(client, key, buttons)
         if self._dryrun is not None and report.ok:
-            self._poster.post(
+            self._poster.post_text(
                 client,
                 key,
-                _text(
-                    ":hourglass_flowing_sand: Dry-running the script on a CPU with a stand-in model…"
-                ),
+                (":hourglass_flowing_sand: Dry-running the script on a CPU with a stand-in model…"),
             )
             self._executor.submit(self._dryrun_and_report, client, key, path)
 
@@ -182,14 +190,14 @@ class ScriptResults:
             report = self._dryrun(path)
         except Exception as error:  # a crash of the dry run itself must still be said
             log.exception("dry run crashed for %s", key)
-            self._poster.post(
-                client, key, _text(f":x: The dry run itself failed: {escape(str(error))}")
+            self._poster.post_text(
+                client, key, (f":x: The dry run itself failed: {escape(str(error))}")
             )
             return
         verdict = ":white_check_mark: Dry run passed" if report.ok else ":x: Dry run failed"
         full = report.format()
-        self._poster.post(
-            client, key, _text(f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```")
+        self._poster.post_text(
+            client, key, (f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```")
         )
         if len(full) > REPORT_IN_MESSAGE:
             # Too long for a message: the whole report goes into the thread as a file.
@@ -207,10 +215,6 @@ class ScriptResults:
                     key,
                     error.response.get("error"),
                 )
-
-
-def _text(text: str) -> SlackMessage:
-    return SlackMessage(clip(text, 3_900), sections(text)[:50])
 
 
 def _safe(part: str) -> str:

@@ -1,0 +1,41 @@
+"""Files a user drops into a wizard's thread, downloaded with the bot token as attachments."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+
+from slack_sdk import WebClient
+
+from bot.blocks import clip, escape
+from flows import Attachment
+
+
+def attachment_from_file(
+    client: WebClient, file: Mapping[str, object], max_bytes: int
+) -> Attachment | str:
+    """Download a file a user dropped in the thread (bot token as bearer); else why not, as text."""
+    name = str(file.get("name") or "file")
+    size = file.get("size")
+    if isinstance(size, int) and size > max_bytes:
+        return f"“{escape(clip(name, 80))}” is {size:,} bytes; the limit is {max_bytes:,}."
+    url = file.get("url_private_download") or file.get("url_private")
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        return f"I cannot download “{escape(clip(name, 80))}”."
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {client.token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            content_type = response.headers.get("Content-Type", "")
+            content = response.read(max_bytes + 1)
+    except (urllib.error.URLError, TimeoutError, OSError) as error:
+        return f"Downloading “{escape(clip(name, 80))}” failed: {escape(str(error))}."
+    if len(content) > max_bytes:
+        return f"“{escape(clip(name, 80))}” is over the limit of {max_bytes:,} bytes."
+    # Without files:read Slack answers with its HTML login page, not an error.
+    if "text/html" in content_type and not name.lower().endswith((".html", ".htm")):
+        return (
+            f"Slack did not hand over “{escape(clip(name, 80))}” "
+            "(is the app missing the files:read scope?)."
+        )
+    return Attachment(name, content)

@@ -1,0 +1,32 @@
+"""The slash command: `/train-rl`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext, Respond
+from slack_sdk import WebClient
+
+from bot.listeners.guard import guarded
+from bot.wizard import WizardService
+
+
+def register(app: App, service: WizardService) -> None:
+    """`/train-rl [list|runs|help|task]`: answers go privately through the response_url."""
+
+    @app.command("/train-rl")
+    def on_train_rl(
+        ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond
+    ) -> None:
+        ack()
+        text = (command.get("text") or "").strip()
+        team = command.get("team_id") or context.team_id or ""
+        user = command["user_id"]
+        channel = command["channel_id"]
+
+        def work() -> None:
+            answer = service.command(client, team, channel, user, text)
+            if answer is not None:
+                respond(text=answer, response_type="ephemeral")
+
+        guarded(work)

@@ -1,0 +1,89 @@
+"""Events: replies in a wizard's thread (`message`) and the App Home tab (`app_home_opened`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import App, BoltContext
+from slack_sdk import WebClient
+
+from bot.attachments import attachment_from_file
+from bot.listeners.guard import guarded
+from bot.wizard import Incoming, WizardService
+from flows import Attachment, Reply
+from storage.sessions import SessionKey
+
+IGNORED_SUBTYPES = frozenset(
+    {"message_deleted", "bot_message", "channel_join", "channel_leave", "message_replied"}
+)
+
+
+def register(app: App, service: WizardService) -> None:
+    """The thread replies that answer wizards, and the Home tab that lists them."""
+
+    @app.event("message")
+    def on_message(
+        event: dict[str, Any], body: dict[str, Any], client: WebClient, context: BoltContext
+    ) -> None:
+        incoming = message_incoming(event, body, client, context, service.max_upload_bytes)
+        if incoming is None:
+            return
+        if isinstance(incoming, Refusal):  # an edit, or a file we could not take: owner only
+            service.refuse(client, incoming.key, incoming.user, incoming.text)
+            return
+        guarded(lambda: service.handle(client, incoming), client, incoming.key, service)
+
+    @app.event("app_home_opened")
+    def on_home(event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
+        if event.get("tab", "home") != "home":
+            return
+        user = event["user"]
+        guarded(lambda: service.publish_home(client, user, context.team_id or ""))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Something in a thread that is not an answer, and what to tell its author."""
+
+    key: SessionKey
+    user: str
+    text: str
+
+
+def message_incoming(
+    event: Mapping[str, Any],
+    body: Mapping[str, Any],
+    client: WebClient,
+    context: BoltContext,
+    max_upload_bytes: int,
+) -> Incoming | Refusal | None:
+    """A thread reply as an Incoming; a Refusal for edits and files we cannot take; None if
+    not ours."""
+    subtype = event.get("subtype")
+    if subtype in IGNORED_SUBTYPES or event.get("bot_id"):
+        return None
+    channel = event.get("channel")
+    team = context.team_id or body.get("team_id") or event.get("team") or ""
+    if subtype == "message_changed":
+        edited = event.get("message") or {}
+        thread, user = edited.get("thread_ts"), edited.get("user")
+        if channel and thread and user and thread != edited.get("ts") and not edited.get("bot_id"):
+            text = "I only read new replies, not edits: send the corrected answer as a new reply."
+            return Refusal(SessionKey(team, channel, str(thread)), user, text)
+        return None
+    thread = event.get("thread_ts")
+    user = event.get("user")
+    if not (channel and thread and user) or thread == event.get("ts"):
+        return None  # not a reply in a thread
+    key = SessionKey(team, channel, str(thread))
+    attachments: list[Attachment] = []
+    for file in event.get("files") or []:
+        taken = attachment_from_file(client, file, max_upload_bytes)
+        if isinstance(taken, str):
+            return Refusal(key, user, taken)
+        attachments.append(taken)
+    delivery = body.get("event_id") or event.get("client_msg_id")
+    reply = Reply(text=event.get("text") or "", attachments=tuple(attachments))
+    return Incoming(key, user, reply, delivery)

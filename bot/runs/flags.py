@@ -1,0 +1,35 @@
+"""The command-line flags a fix button changes when it runs a failed script again."""
+
+from __future__ import annotations
+
+GPU_MEMORY_FLAG = "--gpu-memory-utilization"
+GPU_MEMORY_DEFAULT = 0.7
+"""What the generated script uses when the flag is not given."""
+GPU_MEMORY_STEP = 0.15
+GPU_MEMORY_FLOOR = 0.2
+
+
+def with_lower_gpu_memory(args: list[str]) -> list[str]:
+    """`args` with the GPU memory share lowered by a step (not below the floor)."""
+    current = flag_value(args, GPU_MEMORY_FLAG) or GPU_MEMORY_DEFAULT
+    lowered = round(max(GPU_MEMORY_FLOOR, current - GPU_MEMORY_STEP), 2)
+    return with_flag(args, GPU_MEMORY_FLAG, str(lowered))
+
+
+def flag_value(args: list[str], flag: str) -> float | None:
+    """The number after `flag` in `args`; None when the flag or its number is missing."""
+    if flag in args:
+        index = args.index(flag)
+        try:
+            return float(args[index + 1])
+        except (IndexError, ValueError):
+            return None
+    return None
+
+
+def with_flag(args: list[str], flag: str, value: str) -> list[str]:
+    """`args` with `flag` set to `value`: replaced where it is, else added at the end."""
+    if flag in args:
+        index = args.index(flag)
+        return [*args[:index], flag, value, *args[index + 2 :]]
+    return [*args, flag, value]

@@ -1,0 +1,149 @@
+"""A job's events, told in its run's thread: milestones, warnings, reward plots, the result, and
+the status card kept up to date."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.blocks import clip, escape
+from bot.plots import reward_curve_png
+from bot.runs.cards import failure_message, status_card, success_message
+from bot.runs.store import Run, RunStore
+from bot.threads import ThreadPoster
+from runner.schemas import EventType, Failure, JobEvent, JobState
+
+log = logging.getLogger(__name__)
+
+CARD_MIN_INTERVAL = timedelta(seconds=5)
+"""chat.update is Tier 3 (about 50 a minute): one card refreshes at most this often."""
+MAX_WARNINGS_POSTED = 3
+
+
+class RunNotifier:
+    """Says what happens to a run in its wizard's thread, and keeps the run's row in step."""
+
+    def __init__(self, runs: RunStore, poster: ThreadPoster) -> None:
+        self.runs = runs
+        self.poster = poster
+
+    def handle(self, slack: WebClient, run: Run, event: JobEvent) -> Run:
+        """Record what one event says about the run and tell its thread; the updated run."""
+        data = event.data
+        if event.type is EventType.started:
+            run = self.runs.update(run.id, state=JobState.running.value, started_at=event.at)
+            self.say(
+                slack,
+                run,
+                f":rocket: Training started ({escape(run.script_name)}, job `{run.job_id}`).",
+            )
+        elif event.type is EventType.step:
+            run = self.runs.update(
+                run.id,
+                state=JobState.running.value,
+                points=_with_point(run.points, data, "train", "train/reward"),
+            )
+        elif event.type is EventType.validation:
+            run = self.runs.update(
+                run.id, points=_with_point(run.points, data, "val", "val/reward")
+            )
+            value = data.get("val/reward")
+            shown = f"{value:.3f}" if isinstance(value, int | float) else "n/a"
+            self.say(
+                slack,
+                run,
+                f":bar_chart: Validation at step {data.get('step', '?')}: val/reward = {shown}.",
+            )
+            self._upload_plot(slack, run)
+        elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
+            run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
+            self.say(slack, run, f":warning: {escape(clip(str(data.get('message', '')), 1_500))}")
+        elif event.type is EventType.failed:
+            run = self.runs.update(run.id, state=JobState.failed.value, finished_at=event.at)
+            self.poster.post(slack, run.key, failure_message(run, _failure(data)))
+            self._upload_plot(slack, run)
+        elif event.type is EventType.succeeded:
+            run = self.runs.update(run.id, state=JobState.succeeded.value, finished_at=event.at)
+            self.poster.post(slack, run.key, success_message(run, data))
+            self._upload_plot(slack, run)
+        elif event.type in (EventType.cancelled, EventType.lost):
+            run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
+            what = (
+                "was cancelled"
+                if event.type is EventType.cancelled
+                else "was lost: the runner restarted and its process was gone"
+            )
+            self.say(slack, run, f"<@{run.owner}> the training job `{run.job_id}` {what}.")
+        return run
+
+    def _upload_plot(self, slack: WebClient, run: Run) -> None:
+        if not run.points:
+            return
+        try:
+            png = reward_curve_png(run.points, run.script_name.removesuffix(".py"))
+            slack.files_upload_v2(
+                channel=run.key.channel,
+                thread_ts=run.key.thread,
+                content=png,
+                filename=f"{run.script_name.removesuffix('.py')}-rewards.png",
+                title="Reward curve",
+            )
+        except SlackApiError as error:
+            log.warning("plot upload failed for run %s: %s", run.id, error.response.get("error"))
+
+    def refresh_card(self, slack: WebClient, run: Run, *, force: bool = False) -> None:
+        """Update the run's status card, at most every CARD_MIN_INTERVAL unless `force`."""
+        if run.card_ts is None:
+            return
+        now = self.runs.now()
+        if (
+            not force
+            and run.card_updated_at is not None
+            and now - run.card_updated_at < CARD_MIN_INTERVAL
+        ):
+            return
+        card = status_card(run, now=now)
+        try:
+            slack.chat_update(
+                channel=run.key.channel, ts=run.card_ts, text=card.text, blocks=card.blocks
+            )
+        except SlackApiError as error:
+            log.warning(
+                "status card update failed for run %s: %s", run.id, error.response.get("error")
+            )
+            return
+        self.runs.update(run.id, card_updated_at=now)
+
+    def say(self, slack: WebClient, run: Run, text: str) -> None:
+        """Post `text` into the run's thread."""
+        self.poster.post_text(slack, run.key, text)
+
+
+def _failure(data: Mapping[str, Any]) -> Failure:
+    """The failure a `failed` event carries; one that does not parse keeps its summary."""
+    try:
+        return Failure.model_validate(data)
+    except ValueError:
+        summary = str(data.get("summary") or "The job failed.")
+        return Failure(kind="unknown", summary=summary)  # type: ignore[arg-type]
+
+
+def _with_point(
+    points: list[dict[str, Any]], data: Mapping[str, Any], field: str, metric: str
+) -> list[dict[str, Any]]:
+    step = data.get("step")
+    value = data.get(metric)
+    if not isinstance(step, int) or not isinstance(value, int | float):
+        return points
+    updated = [dict(p) for p in points]
+    for point in updated:
+        if point["step"] == step:
+            point[field] = float(value)
+            return updated
+    updated.append({"step": step, "train": None, "val": None, field: float(value)})
+    return sorted(updated, key=lambda p: p["step"])

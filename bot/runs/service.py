@@ -1,0 +1,302 @@
+"""Approved scripts on the GPU runner: submit (retrying while it is down), follow each job's
+events (the notifier tells the thread), and the run buttons: Cancel and the fixes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from slack_sdk import WebClient
+
+from bot.blocks import clip, escape
+from bot.runs.cards import runs_list_text, status_card, thread_status_text
+from bot.runs.flags import with_lower_gpu_memory
+from bot.runs.notifier import RunNotifier
+from bot.runs.store import Run, RunStore
+from bot.slack_records import SlackRecords, script_digest
+from bot.threads import ThreadPoster
+from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
+from runner.schemas import FixAction, JobState, JobSubmission
+from storage.sessions import SessionKey
+
+BACKOFF_CAP = timedelta(minutes=5)
+# What the thread is told when a call to the runner fails; {error} is the runner's error.
+WAITING_FOR_RUNNER = (
+    ":hourglass: The GPU runner is unreachable ({error}). "
+    "The approval is saved; I keep retrying and will post here once it is submitted."
+)
+REFUSED = ":x: The runner refused the job: {error}"
+LOST_CONTACT = (
+    ":warning: Lost contact with the GPU runner ({error}); "
+    "still following the job and will report when it answers again."
+)
+UNKNOWN_JOB = ":grey_question: The runner no longer knows this job: {error}"
+
+
+def required_env(answers: Mapping[str, Any]) -> list[str]:
+    """The environment variables the script checks at startup, by its answers."""
+    names = []
+    judge = str(answers.get("judge_model") or "")
+    if answers.get("reward") in ("ruler", "custom") and judge.startswith("openai/"):
+        names.append("OPENAI_API_KEY")
+    if answers.get("backend") == "serverless":
+        names.append("WANDB_API_KEY")
+    return names
+
+
+class RunService:
+    """Everything between an approval and the trained model's message in the thread."""
+
+    def __init__(
+        self,
+        runs: RunStore,
+        records: SlackRecords,
+        poster: ThreadPoster,
+        client: RunnerClient,
+        load_script: Callable[[SessionKey, str], str | None],
+        *,
+        approvers: frozenset[str] = frozenset(),
+        channels: frozenset[str] = frozenset(),
+    ) -> None:
+        self.runs = runs
+        self.records = records
+        self.poster = poster
+        self.client = client
+        self._load_script = load_script
+        self.approvers = approvers
+        self.channels = channels
+        self.notifier = RunNotifier(runs, poster)
+        self._lock = threading.Lock()
+
+    # -- approving and submitting --
+
+    def may_approve(self, key: SessionKey, user: str, owner: str) -> str | None:
+        """Why `user` may not approve a run here, or None. Approving runs code on a GPU host."""
+        if user != owner:
+            return f"Only <@{owner}> can approve this script."
+        if self.approvers and user not in self.approvers:
+            return "You are not on this bot's list of approvers (ARTBOT_APPROVERS)."
+        if self.channels and key.channel not in self.channels:
+            return "Runs cannot be approved in this channel (ARTBOT_RUNNER_CHANNELS)."
+        return None
+
+    def already_running(self, key: SessionKey, script: str) -> str | None:
+        """Why approving `script` again would duplicate a run in progress, or None."""
+        digest = script_digest(script)
+        for run in self.runs.for_thread(key):
+            if run.active and run.script_sha256 == digest:
+                job = f" (job `{run.job_id}`)" if run.job_id else ""
+                return f"This script is already approved and {run.state.replace('_', ' ')}{job}."
+        return None
+
+    def approve(
+        self,
+        slack: WebClient,
+        key: SessionKey,
+        user: str,
+        script: str,
+        script_name: str,
+        answers: Mapping[str, Any],
+    ) -> Run:
+        """Record the approval, then submit; an unreachable runner is retried, never forgotten."""
+        backend = str(answers.get("backend") or "local")
+        return self._start(slack, key, user, script, script_name, backend, required_env(answers))
+
+    def _start(
+        self,
+        slack: WebClient,
+        key: SessionKey,
+        user: str,
+        script: str,
+        script_name: str,
+        backend: str,
+        required: list[str],
+        *,
+        args: list[str] | None = None,
+        resume_from_job: str | None = None,
+    ) -> Run:
+        """An approval recorded, a run created for it, and its first submission tried."""
+        approval = self.records.record_approval(key, user, script, script_name)
+        run = self.runs.create(
+            approval_id=approval.id,
+            key=key,
+            owner=user,
+            script_name=script_name,
+            script_sha256=approval.script_sha256,
+            backend=backend,
+            required_env=required,
+            args=args,
+            resume_from_job=resume_from_job,
+        )
+        self._submit(slack, run)
+        return self.runs.get(run.id) or run
+
+    def _script_of(self, run: Run) -> str | None:
+        """The approved script, from the bot's scripts folder, if it is still the one approved."""
+        script = self._load_script(run.key, run.script_name)
+        if script is not None and script_digest(script) == run.script_sha256:
+            return script
+        return None
+
+    def _submit(self, slack: WebClient, run: Run) -> None:
+        script = self._script_of(run)
+        if script is None:
+            self._end(
+                slack,
+                run,
+                "rejected",
+                ":x: The approved script changed or is gone from the bot's host: "
+                "press Regenerate, then approve again.",
+            )
+            return
+        submission = JobSubmission(
+            script=script,
+            script_name=run.script_name,
+            idempotency_key=f"artbot-run-{run.id}-{run.script_sha256[:16]}",
+            backend="serverless" if run.backend == "serverless" else "local",
+            required_env=run.required_env,
+            args=run.args,
+            metadata={
+                "team": run.key.team,
+                "channel": run.key.channel,
+                "thread": run.key.thread,
+                "owner": run.owner,
+            },
+            resume_from_job=run.resume_from_job,
+        )
+        try:
+            job = self.client.submit(submission)
+        except RunnerUnavailable as error:
+            attempts = run.submit_attempts + 1
+            delay = min(BACKOFF_CAP, timedelta(seconds=2 ** min(attempts, 9)))
+            run = self.runs.update(
+                run.id,
+                state="waiting_for_runner",
+                submit_attempts=attempts,
+                next_attempt_at=self.runs.now() + delay,
+            )
+            self._say_unreachable(slack, run, WAITING_FOR_RUNNER.format(error=_shown(error, 200)))
+            return
+        except RunnerRejected as error:
+            self._end(slack, run, "rejected", REFUSED.format(error=_shown(error, 1_000)))
+            return
+        run = self.runs.update(
+            run.id, job_id=job.id, state=job.state.value, unreachable_notified=False
+        )
+        card = self.poster.post(slack, run.key, status_card(run))
+        self.runs.update(run.id, card_ts=card, card_updated_at=self.runs.now())
+
+    # -- following jobs --
+
+    def poll_once(self, slack: WebClient) -> None:
+        """One round: submit what waits for the runner, then pass on each job's new events."""
+        with self._lock:  # one follower at a time: events are handled once, in order
+            for run in self.runs.active():
+                if run.job_id is None:
+                    if run.state == "waiting_for_runner" and (
+                        run.next_attempt_at is None or run.next_attempt_at <= self.runs.now()
+                    ):
+                        self._submit(slack, run)
+                    continue
+                self._follow(slack, run)
+
+    def _follow(self, slack: WebClient, run: Run) -> None:
+        assert run.job_id is not None
+        try:
+            page = self.client.events(run.job_id, after=run.cursor, wait=0)
+        except RunnerUnavailable as error:
+            self._say_unreachable(slack, run, LOST_CONTACT.format(error=_shown(error, 200)))
+            return
+        except RunnerRejected as error:
+            self._end(slack, run, "lost", UNKNOWN_JOB.format(error=_shown(error, 300)))
+            return
+        if run.unreachable_notified:
+            run = self.runs.update(run.id, unreachable_notified=False)
+            self.notifier.say(slack, run, ":electric_plug: The GPU runner answers again.")
+        for event in page.events:
+            run = self.notifier.handle(slack, run, event)
+            # The cursor moves after each event is handled: a restart repeats nothing.
+            run = self.runs.update(run.id, cursor=event.seq)
+        self.notifier.refresh_card(slack, run, force=bool(page.events) and not run.active)
+
+    def _end(self, slack: WebClient, run: Run, state: str, text: str) -> None:
+        """The run ends without a job's result (`rejected`, `lost`): record it and say why."""
+        self.runs.update(run.id, state=state, finished_at=self.runs.now())
+        self.notifier.say(slack, run, text)
+
+    def _say_unreachable(self, slack: WebClient, run: Run, text: str) -> None:
+        """Say once that the runner cannot be reached; it is said again only after it answered."""
+        if not run.unreachable_notified:
+            self.runs.update(run.id, unreachable_notified=True)
+            self.notifier.say(slack, run, text)
+
+    # -- buttons and listings --
+
+    def cancel(self, slack: WebClient, run_id: int, user: str) -> None:
+        """The status card's Cancel button: the owner or an approver stops the job."""
+        run = self.runs.get(run_id)
+        if run is None or run.job_id is None:
+            return
+        if user != run.owner and user not in self.approvers:
+            self.poster.ephemeral(slack, run.key, user, f"Only <@{run.owner}> can cancel this run.")
+            return
+        try:
+            self.client.cancel(run.job_id)
+        except (RunnerUnavailable, RunnerRejected) as error:
+            self.poster.ephemeral(slack, run.key, user, f"Could not cancel: {_shown(error, 300)}")
+            return
+        self.notifier.say(
+            slack,
+            run,
+            f":no_entry_sign: Cancelling job `{run.job_id}` (requested by <@{user}>); "
+            "checkpoints are saved first.",
+        )
+
+    def retry(self, slack: WebClient, run_id: int, action: FixAction, user: str) -> None:
+        """A fix button: the script again, with less GPU memory or resuming from a checkpoint."""
+        run = self.runs.get(run_id)
+        if run is None or run.state != JobState.failed.value:
+            return
+        refusal = self.may_approve(run.key, user, run.owner)
+        if refusal:
+            self.poster.ephemeral(slack, run.key, user, refusal)
+            return
+        script = self._script_of(run)
+        if script is None:
+            self.notifier.say(
+                slack, run, "The script changed since that run: approve the new one instead."
+            )
+            return
+        args = list(run.args)
+        resume = None
+        if action is FixAction.retry_lower_gpu_memory:
+            args = with_lower_gpu_memory(args)
+        else:
+            resume = run.job_id
+        self._start(
+            slack,
+            run.key,
+            user,
+            script,
+            run.script_name,
+            run.backend,
+            run.required_env,
+            args=args,
+            resume_from_job=resume,
+        )
+
+    def runs_text(self, user: str, team: str) -> str:
+        """`/train-rl runs`: the user's latest runs in the team."""
+        return runs_list_text(self.runs.for_owner(user, team))
+
+    def thread_status(self, key: SessionKey) -> str | None:
+        """`status` in a wizard's thread: its runs (None without any)."""
+        return thread_status_text(self.runs.for_thread(key))
+
+
+def _shown(error: Exception, limit: int) -> str:
+    """The runner's error as it goes into a message: clipped and escaped."""
+    return escape(clip(str(error), limit))

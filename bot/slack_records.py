@@ -1,0 +1,171 @@
+"""What the Slack edge remembers besides sessions: deliveries seen, question messages, approvals.
+
+The models are what the store returns: rows detached after their transaction, compared by value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine, Index, Integer, String, Text, delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
+
+from storage.database import KEY_PART_MAX, UTCDateTime
+from storage.sessions import SessionKey
+from storage.sql_store import SqlStore, utc_now
+
+
+class Base(MappedAsDataclass, DeclarativeBase):
+    pass
+
+
+class Delivery(Base, kw_only=True):
+    """A Slack delivery (event_id, or an action's identity) already handled: retries stop here."""
+
+    __tablename__ = "artbot_slack_deliveries"
+
+    id: Mapped[str] = mapped_column(String(300), primary_key=True)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+
+
+class QuestionMessage(Base, kw_only=True):
+    """A message that asked a question: updated to show the answer once it is given."""
+
+    __tablename__ = "artbot_slack_questions"
+
+    team: Mapped[str] = mapped_column(String(KEY_PART_MAX), primary_key=True)
+    channel: Mapped[str] = mapped_column(String(KEY_PART_MAX), primary_key=True)
+    thread: Mapped[str] = mapped_column(String(KEY_PART_MAX), primary_key=True)
+    ts: Mapped[str] = mapped_column(String(64), primary_key=True)
+    step_id: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    answered: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (
+        Index("ix_artbot_slack_questions_step", "team", "channel", "thread", "step_id"),
+    )
+
+
+class Approval(Base, kw_only=True):
+    """Who approved which script, when: runs are submitted from these."""
+
+    __tablename__ = "artbot_approvals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, init=False)
+    team: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    channel: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    thread: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    approved_by: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    approved_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    script_sha256: Mapped[str] = mapped_column(String(64))
+    script_name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(32), default="pending")
+    """pending until a runner takes it."""
+
+    @property
+    def key(self) -> SessionKey:
+        return SessionKey(self.team, self.channel, self.thread)
+
+
+metadata = Base.metadata
+"""The tables of this module, for the migrations (artbot.database.ARTBOT_TABLES)."""
+
+
+def script_digest(script: str) -> str:
+    """The sha256 an approval records: a run is submitted only while its script still has it."""
+    return hashlib.sha256(script.encode()).hexdigest()
+
+
+class SlackRecords(SqlStore):
+    """Deliveries, question messages and approvals, on the sessions' database.
+
+    Each method is one transaction.
+    """
+
+    def __init__(
+        self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None
+    ) -> None:
+        super().__init__(engine, metadata, clock=clock, schema=schema)
+
+    # -- deliveries --
+
+    def first_delivery(self, delivery_id: str) -> bool:
+        """True the first time `delivery_id` is seen, False for a retry or a duplicate."""
+        try:
+            with self._transaction() as orm:
+                orm.add(Delivery(id=delivery_id[:300], seen_at=self._clock()))
+        except IntegrityError:
+            return False
+        return True
+
+    def forget_deliveries(self, older_than: timedelta) -> int:
+        """Drop delivery ids older than Slack's retry window (keeps the table small)."""
+        with self._transaction() as orm:
+            result = orm.execute(
+                delete(Delivery).where(Delivery.seen_at < self._clock() - older_than)
+            )
+            return int(getattr(result, "rowcount", 0) or 0)
+
+    # -- question messages --
+
+    def remember_question(self, key: SessionKey, ts: str, step_id: str, text: str) -> None:
+        """Keep the message `ts` that asked `step_id`, to show the answer on it later."""
+        question = QuestionMessage(
+            team=key.team, channel=key.channel, thread=key.thread, ts=ts, step_id=step_id, text=text
+        )
+        with self._transaction() as orm:
+            orm.merge(question)
+
+    def open_questions(self, key: SessionKey, step_id: str) -> list[QuestionMessage]:
+        """Messages that asked `step_id` and still show their buttons; marks them answered."""
+        with self._transaction() as orm:
+            questions = orm.scalars(
+                select(QuestionMessage).where(
+                    QuestionMessage.team == key.team,
+                    QuestionMessage.channel == key.channel,
+                    QuestionMessage.thread == key.thread,
+                    QuestionMessage.step_id == step_id,
+                    QuestionMessage.answered == 0,
+                )
+            ).all()
+            for question in questions:
+                question.answered = 1
+            return list(questions)
+
+    # -- approvals --
+
+    def record_approval(
+        self, key: SessionKey, user: str, script: str, script_name: str
+    ) -> Approval:
+        """`user` approved `script` in the thread `key`: who, when and which script (its sha256)."""
+        approval = Approval(
+            team=key.team,
+            channel=key.channel,
+            thread=key.thread,
+            approved_by=user,
+            approved_at=self._clock(),
+            script_sha256=script_digest(script),
+            script_name=script_name,
+            status="pending",
+        )
+        with self._transaction() as orm:
+            orm.add(approval)
+        return approval
+
+    def approvals(self, key: SessionKey) -> list[Approval]:
+        """The thread's approvals, oldest first."""
+        with self._transaction() as orm:
+            return list(
+                orm.scalars(
+                    select(Approval)
+                    .where(
+                        Approval.team == key.team,
+                        Approval.channel == key.channel,
+                        Approval.thread == key.thread,
+                    )
+                    .order_by(Approval.id)
+                )
+            )
