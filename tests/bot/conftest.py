@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -13,14 +11,13 @@ from typing import Any
 
 import pytest
 from slack_bolt import App
-from sqlalchemy import text
 
 from bot.app import build_service, create_app
 from bot.settings import BotSettings, load_settings
 from bot.wizard import WizardService
 from checks.dryrun import DryrunReport
-from storage.database import create_database_engine
 from storage.sessions import SessionKey
+from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 from tests.fakes.slack_api import FakeSlack, Message
 from tests.fakes.slack_requests import (
     SignedRequest,
@@ -30,8 +27,6 @@ from tests.fakes.slack_requests import (
     slash_command,
 )
 from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID, SIGNING_SECRET, TEAM_ID, USER_ID
-
-POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
 
 
 @dataclass
@@ -46,33 +41,14 @@ def fake() -> Iterator[FakeSlack]:
         yield slack
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not POSTGRES_URL, reason="ARTBOT_TEST_POSTGRES_URL is not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=BACKENDS)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     if request.param == "sqlite":
         yield Database(f"sqlite:///{tmp_path / 'artbot.db'}")
         return
     assert POSTGRES_URL is not None
-    schema = f"artbot_bot_{uuid.uuid4().hex[:12]}"
-    admin = create_database_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
+    with throwaway_schema("artbot_bot") as schema:
         yield Database(POSTGRES_URL, schema)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -15,22 +14,10 @@ from runner.errors import IdempotencyConflict
 from runner.schemas import EventType, Failure, FailureKind, JobState, JobSubmission
 from runner.store import JobStore
 from storage.database import create_database_engine
+from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 
-POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
 
-
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not POSTGRES_URL, reason="ARTBOT_TEST_POSTGRES_URL is not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobStore]:
     if request.param == "sqlite":
         store = JobStore.open(f"sqlite:///{tmp_path / 'runner.db'}")
@@ -38,17 +25,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobStore]:
         store.close()
         return
     assert POSTGRES_URL is not None
-    schema = f"artbot_runner_{uuid.uuid4().hex[:12]}"
-    engine = create_database_engine(POSTGRES_URL)
-    with engine.begin() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        store = JobStore(engine, schema=schema)
+    with throwaway_schema("artbot_runner") as schema:
+        store = JobStore(create_database_engine(POSTGRES_URL), schema=schema)
         yield store
-    finally:
-        with engine.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        engine.dispose()
+        store.close()
 
 
 def _submission(key: str = "key-0000001", **fields: object) -> JobSubmission:

@@ -4,8 +4,7 @@ dropped after)."""
 
 from __future__ import annotations
 
-import os
-import uuid
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,8 +24,8 @@ from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage import migrations as db
 from storage.database import create_database_engine
 from storage.sessions import SessionKey, SessionStore
+from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 
-POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
 KEY = SessionKey("T0001", "C0001", "1712345678.000100")
 HEAD = "0002"  # the newest migration: bump with each new one
 MODELS: tuple[MetaData, ...] = ARTBOT_TABLES
@@ -91,41 +90,25 @@ class Databases:
         self.backend = backend
         self._folder = folder
         self._made: list[Database] = []
+        self._cleanup = contextlib.ExitStack()
 
     def new(self) -> Database:
         if self.backend == "sqlite":
-            url = f"sqlite:///{self._folder / f'artbot-{len(self._made)}.db'}"
-            database = Database(url, None, create_database_engine(url))
+            url, schema = f"sqlite:///{self._folder / f'artbot-{len(self._made)}.db'}", None
         else:
             assert POSTGRES_URL is not None
-            schema = f"artbot_migrations_{uuid.uuid4().hex[:12]}"
-            engine = create_database_engine(POSTGRES_URL)
-            with engine.begin() as connection:
-                connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-            database = Database(POSTGRES_URL, schema, engine)
+            url = POSTGRES_URL
+            schema = self._cleanup.enter_context(throwaway_schema("artbot_migrations"))
+        database = Database(url, schema, create_database_engine(url))
+        self._cleanup.callback(database.engine.dispose)  # before its schema is dropped
         self._made.append(database)
         return database
 
     def close(self) -> None:
-        for database in self._made:
-            if database.schema is not None:
-                with database.engine.begin() as connection:
-                    connection.execute(text(f'DROP SCHEMA "{database.schema}" CASCADE'))
-            database.engine.dispose()
+        self._cleanup.close()
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not POSTGRES_URL, reason="ARTBOT_TEST_POSTGRES_URL is not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=BACKENDS)
 def databases(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databases]:
     made = Databases(request.param, tmp_path)
     yield made

@@ -3,10 +3,9 @@ ARTBOT_TEST_POSTGRES_URL names a server (each test in a schema of its own, dropp
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sqlite3
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -14,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
 
 from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage.database import (
@@ -32,9 +30,9 @@ from storage.sessions import (
     SessionStore,
     StaleSession,
 )
+from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 from tests.flows.matrix import MATH_ROWS
 
-POSTGRES_URL = os.environ.get("ARTBOT_TEST_POSTGRES_URL")
 KEY = SessionKey("T0001", "C0001", "1712345678.000100")
 
 
@@ -54,45 +52,24 @@ class Clock:
 StoreFactory = Callable[..., SessionStore]
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgres",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(not POSTGRES_URL, reason="ARTBOT_TEST_POSTGRES_URL is not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=BACKENDS)
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     """Opens stores on one fresh database: each call is a separate engine, like another process."""
     stores: list[SessionStore] = []
-    admin: Engine | None = None
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'sessions.db'}"
-        schema = None
-    else:
-        assert POSTGRES_URL is not None
-        url = POSTGRES_URL
-        schema = f"artbot_test_{uuid.uuid4().hex[:12]}"
-        admin = create_database_engine(url)
-        with admin.begin() as connection:
-            connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    with contextlib.ExitStack() as cleanup:
+        if request.param == "sqlite":
+            url, schema = f"sqlite:///{tmp_path / 'sessions.db'}", None
+        else:
+            assert POSTGRES_URL is not None
+            url, schema = POSTGRES_URL, cleanup.enter_context(throwaway_schema("artbot_test"))
+        cleanup.callback(lambda: [store.close() for store in stores])  # before the drop
 
-    def factory(**options: Any) -> SessionStore:
-        store = SessionStore(create_database_engine(url), schema=schema, **options)
-        stores.append(store)
-        return store
+        def factory(**options: Any) -> SessionStore:
+            store = SessionStore(create_database_engine(url), schema=schema, **options)
+            stores.append(store)
+            return store
 
-    yield factory
-    for store in stores:
-        store.close()
-    if admin is not None:
-        with admin.begin() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+        yield factory
 
 
 @pytest.fixture
