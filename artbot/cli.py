@@ -1,31 +1,28 @@
-"""The `artbot` command line. Each subcommand is a `_cmd_xxx` function listed in SUBCOMMANDS."""
+"""The `artbot` command line: every subcommand, its options, and what it runs (SUBCOMMANDS).
+
+Options that several subcommands read (`--out`, `--database-url`) are declared once here.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from artbot.chat import (
-    ScriptExists,
-    add_chat_arguments,
-    add_out_argument,
-    run_chat_command,
-    script_path,
-    write_script,
-)
-from artbot.database import add_db_arguments, run_db_command
+from artbot.database import run_db_command
+from artbot.exit_status import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from artbot.script_files import ScriptExists, script_path, write_script
+from artbot.terminal.chat import DEFAULT_SESSION_NAME, run_chat_command
 from checks.dryrun.command import add_dryrun_arguments, run_dryrun_command
-from checks.script_check import check_script
+from checks.script_check import CheckReport, check_script
 from flows import TRAIN_RL, AnswersError, RenderError, render_script, replay
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
+DATABASE_URL_ENV = "ARTBOT_DATABASE_URL"
 
 
 @dataclass(frozen=True)
@@ -37,6 +34,35 @@ class Subcommand:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     """Returns the exit status: EXIT_OK, EXIT_PROBLEMS or EXIT_USAGE."""
+
+
+# ---- options more than one subcommand reads ----------------------------------------------
+
+
+def _add_out_argument(parser: argparse.ArgumentParser) -> None:
+    """`--out`, as `chat` and `render` both read it (resolved by `script_path`)."""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="PATH",
+        help="where to write the script (a file, or a folder for RUN_NAME.py) [./RUN_NAME.py]",
+    )
+
+
+def _add_database_url_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--database-url`, defaulting to $ARTBOT_DATABASE_URL; `what` begins its help."""
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(DATABASE_URL_ENV),
+        metavar="URL",
+        help=(
+            f"{what} (also ${DATABASE_URL_ENV}): sqlite:///PATH or "
+            "postgresql+psycopg://USER@HOST/DB [an SQLite file in $XDG_DATA_HOME/artbot]"
+        ),
+    )
+
+
+# ---- each subcommand's options (and the small commands themselves) -------------------------
 
 
 def _check_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +79,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"artbot check: cannot read {script}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    return _print_report(report)
+
+
+def _print_report(report: CheckReport) -> int:
+    """Print a check report; the exit status says whether the script passed."""
     print(report.format())
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
@@ -65,7 +96,7 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ANSWERS.json",
         help="a JSON object of answers by question id, as the wizard stores them ('-' for stdin)",
     )
-    add_out_argument(parser)
+    _add_out_argument(parser)
     parser.add_argument("--check", action="store_true", help="then check it as `artbot check` does")
     parser.add_argument(
         "--force", action="store_true", help="replace --out even if artbot did not write it"
@@ -110,9 +141,38 @@ def _cmd_render(args: argparse.Namespace) -> int:
     print(f"wrote {written.path}" + (f" ({written.note})" if written.note else ""))
     if not args.check:
         return EXIT_OK
-    report = check_script(written.path)
-    print(report.format())
-    return EXIT_OK if report.ok else EXIT_PROBLEMS
+    return _print_report(check_script(written.path))
+
+
+def _chat_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session",
+        default=DEFAULT_SESSION_NAME,
+        metavar="NAME",
+        help="which of your sessions to resume or start [default]",
+    )
+    parser.add_argument(
+        "--new", action="store_true", help="discard the session NAME has and start over"
+    )
+    _add_database_url_argument(parser, "where sessions are kept")
+    _add_out_argument(parser)
+    parser.add_argument(
+        "--no-dryrun",
+        dest="dryrun",
+        action="store_false",
+        help="skip the dry run of the finished script (its checks still run)",
+    )
+
+
+def _db_arguments(parser: argparse.ArgumentParser) -> None:
+    """`artbot db upgrade|current [--database-url URL]`."""
+    actions = parser.add_subparsers(dest="db_action", required=True, metavar="ACTION")
+    for name, help_text in (
+        ("upgrade", "create or migrate the tables to the newest revision (safe to repeat)"),
+        ("current", "print the revision the database is at, and the newest one"),
+    ):
+        action = actions.add_parser(name, help=help_text, description=help_text)
+        _add_database_url_argument(action, "the database")
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -131,7 +191,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "chat",
         "answer the train-rl wizard in this terminal; saved after every reply, resumable",
-        add_chat_arguments,
+        _chat_arguments,
         run_chat_command,
     ),
     Subcommand(
@@ -149,7 +209,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "db",
         "create or migrate artbot's database tables (upgrade), or show their revision (current)",
-        add_db_arguments,
+        _db_arguments,
         run_db_command,
     ),
     Subcommand(

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -85,7 +85,7 @@ def check_script(path: Path) -> CheckReport:
 
 
 def check_source(source: str, filename: str = "rl_train.py") -> CheckReport:
-    """Check `source` as if saved as `filename`; writes it to a temporary folder, then removes it."""
+    """Check `source` as if saved as `filename` (in a temporary folder, removed afterwards)."""
     if Path(filename).name != filename or filename in {"", ".", ".."}:
         raise ValueError(f"filename must be a bare file name, not {filename!r}")
     data = source.encode()
@@ -165,10 +165,10 @@ def _compile(data: bytes, path: Path) -> Problem | None:
 
 
 def _ruff(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
-    """Ruff's findings for each of `paths` (absolute); a tool failure is reported on every path."""
+    """Ruff's findings for each of `paths` (absolute); a tool failure goes on every path."""
     command = _tool_command("ruff")
     if command is None:
-        return {path: [_missing("ruff", "ruff")] for path in paths}
+        return _on_every_path(paths, _missing("ruff", "ruff"))
     args = [
         *command,
         "check",
@@ -187,34 +187,29 @@ def _ruff(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
     # From the script's folder: isort then counts sibling modules as first-party, which is
     # how `python rl_train.py` will import them.
     outcome = _run("ruff", args, cwd=paths[0].parent)
-    if isinstance(outcome, Problem):
-        return {path: [outcome] for path in paths}
-    returncode, stdout, stderr = outcome
-    found: dict[Path, list[Problem]] = {path: [] for path in paths}
-    try:
-        if returncode not in (0, 1):
-            raise ValueError("abnormal exit")
-        for f in json.loads(stdout):
-            found[Path(f["filename"]).resolve()].append(
-                Problem(
-                    "ruff",
-                    int(f["location"]["row"]),
-                    int(f["location"]["column"]),
-                    # Ruff's own parse errors (e.g. newer syntax than the target) have no code.
-                    f["code"] or "syntax",
-                    f["message"],
-                )
-            )
-    except (ValueError, TypeError, KeyError):
-        return {path: [_tool_error("ruff", returncode, stdout, stderr)] for path in paths}
-    return found
+    return _findings("ruff", outcome, paths, _ruff_problems)
+
+
+def _ruff_problems(stdout: str) -> Iterator[tuple[Path, Problem]]:
+    for f in json.loads(stdout):
+        yield (
+            Path(f["filename"]).resolve(),
+            Problem(
+                "ruff",
+                int(f["location"]["row"]),
+                int(f["location"]["column"]),
+                # Ruff's own parse errors (e.g. newer syntax than the target) have no code.
+                f["code"] or "syntax",
+                f["message"],
+            ),
+        )
 
 
 def _pyright(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
-    """basedpyright's errors for each of `paths` (absolute); a tool failure is reported on every path."""
+    """basedpyright's errors for each of `paths` (absolute); a tool failure goes on every path."""
     command = _tool_command("basedpyright")
     if command is None:
-        return {path: [_missing("pyright", "basedpyright")] for path in paths}
+        return _on_every_path(paths, _missing("pyright", "basedpyright"))
     with tempfile.TemporaryDirectory(prefix="artbot-pyright-") as tmp:
         # A folder of our own: no pyproject, pyrightconfig or basedpyright baseline of the
         # script's surroundings applies. The script's folder is added back for its imports.
@@ -232,32 +227,54 @@ def _pyright(paths: Sequence[Path]) -> dict[Path, list[Problem]]:
             *map(str, paths),
         ]
         outcome = _run("pyright", args, cwd=Path(tmp))
+    return _findings("pyright", outcome, paths, _pyright_problems)
+
+
+def _pyright_problems(stdout: str) -> Iterator[tuple[Path, Problem]]:
+    diagnostics = json.loads(stdout)["generalDiagnostics"]
+    # Warnings and information are dropped: in standard mode they are style opinions,
+    # and the one warning that means "will crash" is promoted in PYRIGHT_CONFIG.
+    for d in diagnostics:
+        if d["severity"] != "error":
+            continue
+        yield (
+            Path(d["file"]).resolve(),
+            Problem(
+                "pyright",
+                int(d["range"]["start"]["line"]) + 1,
+                int(d["range"]["start"]["character"]) + 1,
+                d.get("rule") or "error",
+                d["message"],
+            ),
+        )
+
+
+def _findings(
+    tool: Tool,
+    outcome: tuple[int, str, str] | Problem,
+    paths: Sequence[Path],
+    parse: Callable[[str], Iterable[tuple[Path, Problem]]],
+) -> dict[Path, list[Problem]]:
+    """Each path's problems, parsed from the tool's output; one problem on every path when the
+    tool could not run, or failed, or said what `parse` cannot read."""
     if isinstance(outcome, Problem):
-        return {path: [outcome] for path in paths}
+        return _on_every_path(paths, outcome)
     returncode, stdout, stderr = outcome
     found: dict[Path, list[Problem]] = {path: [] for path in paths}
     try:
-        # 0: clean, 1: errors reported; anything else is a crash or a configuration error.
+        # 0: clean, 1: problems reported; anything else is a crash or a configuration error.
         if returncode not in (0, 1):
             raise ValueError("abnormal exit")
-        diagnostics = json.loads(stdout)["generalDiagnostics"]
-        # Warnings and information are dropped: in standard mode they are style opinions,
-        # and the one warning that means "will crash" is promoted in PYRIGHT_CONFIG.
-        for d in diagnostics:
-            if d["severity"] != "error":
-                continue
-            found[Path(d["file"]).resolve()].append(
-                Problem(
-                    "pyright",
-                    int(d["range"]["start"]["line"]) + 1,
-                    int(d["range"]["start"]["character"]) + 1,
-                    d.get("rule") or "error",
-                    d["message"],
-                )
-            )
+        # A path the tool names that was not asked for is a KeyError: the output is not trusted.
+        for path, problem in parse(stdout):
+            found[path].append(problem)
     except (ValueError, TypeError, KeyError):
-        return {path: [_tool_error("pyright", returncode, stdout, stderr)] for path in paths}
+        return _on_every_path(paths, _tool_error(tool, returncode, stdout, stderr))
     return found
+
+
+def _on_every_path(paths: Sequence[Path], problem: Problem) -> dict[Path, list[Problem]]:
+    return {path: [problem] for path in paths}
 
 
 def _tool_command(name: str) -> list[str] | None:

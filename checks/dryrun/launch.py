@@ -10,12 +10,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
 
 from checks.dryrun.handoff import (
     INJECTED_PATH_ENV,
@@ -24,17 +21,14 @@ from checks.dryrun.handoff import (
     RECORD_ENV,
     WANDB_KEY_PLACEHOLDER,
 )
+from checks.dryrun.output_tail import OutputTail
 from checks.dryrun.report import DryrunReport, build_report
 from checks.dryrun.run_record import load_record
 
-OUTPUT_CAP_BYTES = 256 * 1024
-TAIL_LINES = 40
 COPY_LIMIT_BYTES = 5 * 1024 * 1024
 STACK_DUMP_WAIT_S = 2.0
 SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$|^AWS_", re.IGNORECASE)
 SECRET_PLACEHOLDER = "artbot-dryrun-placeholder"
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-PROGRESS_BAR = re.compile(r"^(?P<label>[^:|]{0,60}):\s+\d+%\|")
 # Set by the bootstrap to the stand-in policy; a stale value must not leak through.
 DROPPED_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
 
@@ -94,54 +88,6 @@ def stage_workdir(script: Path, workdir: Path) -> None:
             shutil.copy2(entry, target)
         else:
             target.symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
-
-
-class OutputTail:
-    """The last `OUTPUT_CAP_BYTES` of a stream, read in a thread."""
-
-    def __init__(self) -> None:
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-        self._thread: threading.Thread | None = None
-
-    def follow(self, stream: IO[bytes]) -> None:
-        """Start reading `stream` (a pipe) until it closes."""
-        self._thread = threading.Thread(target=self._read, args=(stream.fileno(),), daemon=True)
-        self._thread.start()
-
-    def _read(self, fd: int) -> None:
-        # os.read returns whatever is there: the tail stays current while the child runs.
-        while chunk := os.read(fd, 65536):
-            self._chunks.append(chunk)
-            self._size += len(chunk)
-            while self._size - len(self._chunks[0]) >= OUTPUT_CAP_BYTES:
-                self._size -= len(self._chunks.popleft())
-
-    def wait(self, timeout: float) -> None:
-        """Wait for the reader to reach the end of the stream."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def lines(self, count: int = TAIL_LINES) -> str:
-        """The last `count` lines as a terminal would leave them: progress bars collapsed."""
-        return "\n".join(readable_lines(b"".join(self._chunks).decode(errors="replace"))[-count:])
-
-
-def readable_lines(text: str) -> list[str]:
-    """`text` without ANSI escapes or blank lines, each tqdm bar reduced to its last state."""
-    shown: list[str] = []
-    for raw in ANSI_ESCAPE.sub("", text).splitlines():
-        # tqdm redraws with "\r" (and cursor moves): keep what the terminal would show.
-        line = next((part for part in reversed(raw.split("\r")) if part.strip()), "")
-        if not line.strip():
-            continue
-        bar = PROGRESS_BAR.match(line)
-        previous = PROGRESS_BAR.match(shown[-1]) if shown else None
-        if bar and previous and previous["label"] == bar["label"]:
-            shown[-1] = line
-            continue
-        shown.append(line)
-    return shown
 
 
 @contextlib.contextmanager

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from checks.dryrun.model_dirs import read_history
 from checks.dryrun.run_record import RunRecord
 
 # Errors that ART 0.5.18 scripts commonly die of, and what to do about them (see art-notes).
 ERROR_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
-            r"cannot import name 'LocalBackend' from 'art'|module 'art' has no attribute 'LocalBackend'"
+            r"cannot import name 'LocalBackend' from 'art'"
+            r"|module 'art' has no attribute 'LocalBackend'"
         ),
         "art.LocalBackend is listed in art.__all__ but never defined: use "
         "`from art.local import LocalBackend`",
@@ -39,38 +39,6 @@ ERROR_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
 def hint_for(error: str) -> str | None:
     """Advice for an error message that ART scripts commonly hit, if it is one of those."""
     return next((hint for pattern, hint in ERROR_HINTS if pattern.search(error)), None)
-
-
-@dataclass(frozen=True)
-class HistorySummary:
-    """What `model.log` wrote to the models' `history.jsonl` files."""
-
-    train_rows: int = 0
-    validations: int = 0
-    last_val_reward: float | None = None
-
-
-def read_history(model_dirs: Iterable[str]) -> HistorySummary:
-    """Count train and validation rows (those with `val/reward`) across `model_dirs`."""
-    train_rows = validations = 0
-    last_val_reward: float | None = None
-    for model_dir in model_dirs:
-        path = Path(model_dir, "history.jsonl")
-        if not path.is_file():
-            continue
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(row, dict):
-                continue
-            if any(str(key).startswith("train/") for key in row):
-                train_rows += 1
-            if isinstance(row.get("val/reward"), int | float):
-                validations += 1
-                last_val_reward = float(row["val/reward"])
-    return HistorySummary(train_rows, validations, last_val_reward)
 
 
 @dataclass(frozen=True)

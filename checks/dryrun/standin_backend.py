@@ -7,8 +7,6 @@ what a script hands to `train`, and accept exactly the arguments the real backen
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import inspect
 import json
 import math
@@ -22,7 +20,6 @@ from types import TracebackType
 from typing import Any, Self
 
 import art
-import art.serverless.backend
 from art import dev
 from art.backend import AnyModel, AnyTrainableModel, Backend
 from art.metrics_taxonomy import TRAIN_GRADIENT_STEPS_KEY
@@ -37,11 +34,17 @@ from art.types import (
 from art.utils.output_dirs import get_model_dir
 
 from checks.dryrun.group_checks import check_groups
+from checks.dryrun.model_dirs import (
+    delete_checkpoint_dirs,
+    has_validation,
+    newest_step,
+    write_checkpoint,
+)
 from checks.dryrun.policy_server import PolicyServer
 from checks.dryrun.run_record import Recorder, TrainedStep
+from checks.dryrun.train_signatures import SERVERLESS_TRAIN_SIGNATURE, local_train_signature
 
 INFERENCE_API_KEY = "artbot-dryrun"
-CHECKPOINT_FILE = "dryrun_checkpoint.json"
 
 
 class DryrunStepLimit(BaseException):
@@ -77,87 +80,6 @@ def current_session() -> DryrunSession:
     if _session is None:
         raise RuntimeError("The artbot stand-in backends only run inside `artbot dryrun`.")
     return _session
-
-
-def _literal_or_none(node: ast.expr | None) -> Any:
-    if node is None:
-        return inspect.Parameter.empty
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return None
-
-
-def local_train_signature() -> inspect.Signature:
-    """`art.local.LocalBackend.train`'s signature, read from its source.
-
-    Importing art/local/backend.py needs torch, which a CPU dry run does not have.
-    """
-    spec = importlib.util.find_spec("art")
-    assert spec is not None and spec.submodule_search_locations
-    source = Path(next(iter(spec.submodule_search_locations)), "local", "backend.py")
-    tree = ast.parse(source.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == "LocalBackend":
-            for item in node.body:
-                if isinstance(item, ast.AsyncFunctionDef) and item.name == "train":
-                    return _signature_of(item.args)
-    raise LookupError(f"LocalBackend.train not found in {source}")
-
-
-def _signature_of(args: ast.arguments) -> inspect.Signature:
-    positional = [*args.posonlyargs, *args.args]
-    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
-    defaults += list(args.defaults)
-    parameters = [
-        inspect.Parameter(
-            arg.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=_literal_or_none(default)
-        )
-        for arg, default in zip(positional, defaults, strict=True)
-    ]
-    parameters += [
-        inspect.Parameter(
-            arg.arg, inspect.Parameter.KEYWORD_ONLY, default=_literal_or_none(default)
-        )
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)
-    ]
-    return inspect.Signature(parameters)
-
-
-# Taken at import, before the bootstrap swaps the stand-in into art.serverless.backend.
-SERVERLESS_TRAIN_SIGNATURE = inspect.signature(art.serverless.backend.ServerlessBackend.train)
-
-
-def delete_checkpoint_dirs(model_dir: str, steps_to_keep: list[int]) -> None:
-    """Delete `checkpoints/NNNN` dirs not in `steps_to_keep`, as art/local/checkpoints.py does."""
-    checkpoint_base_dir = os.path.join(model_dir, "checkpoints")
-    if not os.path.exists(checkpoint_base_dir):
-        return
-    for name in os.listdir(checkpoint_base_dir):
-        path = os.path.join(checkpoint_base_dir, name)
-        if os.path.isdir(path) and name.isdigit() and int(name) not in steps_to_keep:
-            shutil.rmtree(path)
-            print(f"Deleted checkpoint {path}")
-
-
-def newest_step(model_dir: str) -> int:
-    """The highest `checkpoints/NNNN` step under `model_dir`, 0 when there is none."""
-    checkpoint_dir = os.path.join(model_dir, "checkpoints")
-    if not os.path.isdir(checkpoint_dir):
-        return 0
-    return max(
-        (
-            int(name)
-            for name in os.listdir(checkpoint_dir)
-            if name.isdigit() and os.path.isdir(os.path.join(checkpoint_dir, name))
-        ),
-        default=0,
-    )
-
-
-def _has_validation(model_dir: str) -> bool:
-    history = Path(model_dir, "history.jsonl")
-    return history.is_file() and '"val/' in history.read_text()
 
 
 class StandinBackend(Backend):
@@ -235,13 +157,13 @@ class StandinBackend(Backend):
         # ART adds the best step to `steps_to_keep` only when history.jsonl has the metric it
         # ranks by; one step alone means the metric was missing (a script without validation
         # that ranks by train/reward keeps two).
-        if len(steps_to_keep) == 1 and not _has_validation(model_dir):
+        if len(steps_to_keep) == 1 and not has_validation(model_dir):
             self._session.recorder.finding(
                 "delete_without_validation",
                 "warning",
                 "model.delete_checkpoints() found no value of the metric it ranks checkpoints by "
-                "(val/reward unless best_checkpoint_metric= says otherwise) in history.jsonl, so it "
-                "could only keep the newest checkpoint.",
+                "(val/reward unless best_checkpoint_metric= says otherwise) in history.jsonl, "
+                "so it could only keep the newest checkpoint.",
             )
         delete_checkpoint_dirs(model_dir, steps_to_keep)
 
@@ -291,10 +213,7 @@ class StandinBackend(Backend):
                 "This can happen when all the trajectories in the same group "
                 "have the same reward and thus no advantage to train on."
             )
-        checkpoint = os.path.join(model_dir, "checkpoints", f"{step:04d}")
-        os.makedirs(checkpoint, exist_ok=True)
-        with open(os.path.join(checkpoint, CHECKPOINT_FILE), "w") as f:
-            json.dump({"step": step, "stand_in": "artbot dryrun: no weights were trained"}, f)
+        checkpoint = write_checkpoint(model_dir, step)
         session.steps_trained += 1
         session.policy.serve_model(model.name, step)
         session.recorder.step_trained(

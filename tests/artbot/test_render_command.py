@@ -99,7 +99,8 @@ def test_invalid_answers_name_the_file_and_the_step(
     [
         (
             "{not json",
-            "answers.json: not valid JSON: Expecting property name enclosed in double quotes (line 1, column 2)",
+            "answers.json: not valid JSON: Expecting property name enclosed in double quotes "
+            "(line 1, column 2)",
         ),
         ("[1, 2]", "answers.json: expected a JSON object of answers by question id"),
     ],

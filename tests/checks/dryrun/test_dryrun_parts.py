@@ -15,8 +15,9 @@ import pytest
 
 from checks.dryrun.arg_caps import apply_caps, dryrun_caps
 from checks.dryrun.command import add_dryrun_arguments, report_json, run_dryrun_command
-from checks.dryrun.launch import dryrun_environment, readable_lines
+from checks.dryrun.launch import dryrun_environment
 from checks.dryrun.network_guard import is_loopback
+from checks.dryrun.output_tail import readable_lines
 from checks.dryrun.policy_server import PolicyServer
 from checks.dryrun.report import DryrunReport, build_report
 from checks.dryrun.run_record import Finding, Recorder, RunRecord, TrainedStep

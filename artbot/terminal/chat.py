@@ -1,0 +1,240 @@
+"""The conversation of `artbot chat`: resume or start a session, then reply, save, show, repeat;
+at the end, write, check and dry-run the script."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import shlex
+import sys
+from dataclasses import KW_ONLY, dataclass
+from pathlib import Path
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from artbot.exit_status import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_UNFINISHED,
+    EXIT_USAGE,
+)
+from artbot.script_files import ScriptExists, script_path, write_script
+from artbot.terminal.io import EndOfInput, Terminal
+from checks.script_check import check_script
+from flows import (
+    TRAIN_RL,
+    Cancelled,
+    Completed,
+    Flow,
+    RenderError,
+    Session,
+    advance,
+    begin,
+    render_script,
+)
+from storage.database import DatabaseUrlError
+from storage.sessions import SessionKey, SessionStore, SessionStoreError, StaleSession
+
+TERMINAL_TEAM = "terminal"
+DEFAULT_SESSION_NAME = "default"
+
+BANNER = (
+    "artbot: the train-rl wizard. Answer each question; `back`, `edit <question>`, `status`, "
+    "`help` and `cancel` work at any point.\n"
+    "Multi-line answers: start a line with ``` and end with a ``` line. Send a file with "
+    "`/file PATH`. Stop with Ctrl-D or `/quit`: the session is saved and resumes next time."
+)
+
+
+def run_chat_command(args: argparse.Namespace) -> int:
+    """Run the wizard on stdin and stdout; the exit status says how it ended."""
+    try:
+        key = SessionKey(TERMINAL_TEAM, local_user(), args.session)
+    except ValueError as error:
+        print(f"artbot chat: --session: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    terminal = Terminal.standard()
+    try:
+        store = SessionStore.open(args.database_url)
+    except DatabaseUrlError as error:
+        print(f"artbot chat: --database-url: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    chat = Chat(store, key, terminal, out=args.out, dryrun=args.dryrun)
+    try:
+        return chat.run(new=args.new)
+    except KeyboardInterrupt:
+        terminal.say("")
+        terminal.say(f"Stopped. Your answers are saved: {chat.resume_command()} carries on.")
+        return EXIT_INTERRUPTED
+    except SessionStoreError as error:
+        print(f"artbot chat: {error}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except SQLAlchemyError as error:
+        # The driver's own message (no URL, so no password); SQLAlchemy's adds the SQL.
+        cause = getattr(error, "orig", None) or error
+        print(f"artbot chat: database error: {cause}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    finally:
+        store.close()
+
+
+def local_user() -> str:
+    """The login name of whoever runs artbot (the terminal's 'channel')."""
+    try:
+        return getpass.getuser() or "user"
+    except (KeyError, OSError):  # no passwd entry and no $USER, e.g. in some containers
+        return "user"
+
+
+@dataclass(frozen=True)
+class Chat:
+    """One terminal conversation: load or start the session, then reply, save, show, repeat."""
+
+    store: SessionStore
+    key: SessionKey
+    terminal: Terminal
+    _: KW_ONLY
+    out: Path | None = None
+    """Where to write the finished script (`--out`, resolved by `script_path`)."""
+    dryrun: bool = True
+    flow: Flow = TRAIN_RL
+
+    def resume_command(self, *options: str) -> str:
+        """The command that carries on with this session (with `options`), in backticks."""
+        words = ["artbot", "chat"]
+        if self.key.thread != DEFAULT_SESSION_NAME:
+            words += ["--session", shlex.quote(self.key.thread)]
+        return f"`{' '.join([*words, *options])}`"
+
+    def run(self, *, new: bool = False) -> int:
+        """The whole conversation; returns the exit status."""
+        say = self.terminal.say
+        say(BANNER)
+        session = self._open(new)
+        turn = begin(self.flow, session)
+        saved = self._save(session, turn.session)
+        if saved is None:
+            return EXIT_PROBLEMS
+        if saved is turn.session:
+            self.terminal.show(turn.messages)
+        session = saved
+        while True:
+            try:
+                reply = self.terminal.read_reply()
+            except EndOfInput as end:
+                ended = "Stopped" if str(end) == "quit" else "Input ended before the last question"
+                say(
+                    f"{ended}. Your answers are saved: {self.resume_command()} carries on "
+                    "where you left off."
+                )
+                return EXIT_UNFINISHED
+            turn = advance(self.flow, session, reply)
+            saved = self._save(session, turn.session)
+            if saved is None:
+                return EXIT_PROBLEMS
+            session = saved
+            if saved is not turn.session:
+                continue  # lost a race: what is stored now was shown instead of this turn
+            self.terminal.show(turn.messages, turn.effects)
+            for effect in turn.effects:
+                if isinstance(effect, Completed):
+                    return self._finish(effect)
+                if isinstance(effect, Cancelled):
+                    return EXIT_OK
+
+    def _open(self, new: bool) -> Session:
+        say = self.terminal.say
+        stored = self.store.get(self.key)
+        name = self.key.thread
+        if stored is not None and stored.session.flow != self.flow.id:
+            raise SessionStoreError(
+                f"session {name} belongs to another flow ({stored.session.flow})"
+            )
+        if stored is not None and stored.resumable and not new:
+            answered = len(self.flow.active_answers(stored.session.answers))
+            say(
+                f"Resuming your session “{name}” ({answered} answers so far, last reply "
+                f"{stored.updated_at:%Y-%m-%d %H:%M} UTC). `status` lists them; "
+                f"{self.resume_command('--new')} starts over."
+            )
+            return stored.session
+        if stored is not None:
+            was = "expired" if stored.expired else stored.session.status
+            if new:
+                say(f"Starting over: the previous session “{name}” ({was}) is discarded.")
+            else:
+                say(f"Your previous session “{name}” was {was}; starting a new one.")
+            self.store.delete(self.key)
+        session = Session.start(self.flow.id)
+        self.store.create(self.key, self.key.channel, session)
+        return session
+
+    def _save(self, before: Session, after: Session) -> Session | None:
+        """Save `after` over `before` and return it. On a lost race, show and return what is
+        stored instead; None when the session cannot go on."""
+        if after.revision == before.revision:
+            return after  # the engine bumps the revision on every change: nothing to write
+        try:
+            self.store.save(self.key, after, expected_revision=before.revision)
+            return after
+        except StaleSession:
+            stored = self.store.get(self.key)
+            if stored is None or not stored.resumable:
+                self.terminal.problem("This session was finished or discarded elsewhere meanwhile.")
+                return None
+            self.terminal.problem(
+                "This session was changed elsewhere meanwhile, so your last reply was not applied. "
+                "Here is where it stands now:"
+            )
+            turn = begin(self.flow, stored.session)
+            self.terminal.show(turn.messages)
+            return stored.session
+        except SessionStoreError as error:
+            self.terminal.problem(f"{error}. Start again with {self.resume_command('--new')}.")
+            return None
+
+    def _finish(self, completed: Completed) -> int:
+        """Render, write and check the script (and dry-run it); 0 only if all of that passed."""
+        say = self.terminal.say
+        answers = completed.answers
+        try:
+            script = render_script(answers)
+        except RenderError as error:
+            self.terminal.problem(f"The script cannot be generated: {error}")
+            return EXIT_PROBLEMS
+        try:
+            written = write_script(
+                script_path(self.out, str(answers["run_name"])), script, fallback=True
+            )
+        except (OSError, ScriptExists) as error:
+            self.terminal.problem(f"The script was not written: {error}")
+            return EXIT_PROBLEMS
+        say(f"Wrote {written.path}." + (f" {written.note}" if written.note else ""))
+        report = check_script(written.path)
+        say(report.format())
+        if not report.ok:
+            say(
+                "The checks found problems, so the dry run was skipped. Fix them in the script, "
+                f"then run `artbot check {written.path}`."
+            )
+            return EXIT_PROBLEMS
+        if not self.dryrun:
+            return EXIT_OK
+        return EXIT_OK if self._dry_run(written.path) is not False else EXIT_PROBLEMS
+
+    def _dry_run(self, path: Path) -> bool | None:
+        """True or False as the dry run went; None when it is not available."""
+        try:
+            from checks.dryrun import dryrun_script  # imported late: the dry run is optional
+        except ImportError as error:
+            self.terminal.say(f"Dry run unavailable ({error}); the script was not dry-run.")
+            return None
+        self.terminal.say("Dry run: running the script on this CPU with a stand-in model...")
+        try:
+            report = dryrun_script(path)
+        except (OSError, ValueError) as error:
+            self.terminal.problem(f"The dry run could not start: {error}")
+            return False
+        self.terminal.say(report.format())
+        return report.ok
