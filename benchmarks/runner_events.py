@@ -57,7 +57,8 @@ HISTORY_SCRIPT = textwrap.dedent(
     with (folder / "history.jsonl").open("a") as history:
         for step in range(1, steps + 1):
             time.sleep(interval)
-            history.write(json.dumps({"step": step, "train/reward": 0.5, "bench/written_at": time.time()}) + "\\n")
+            line = {"step": step, "train/reward": 0.5, "bench/written_at": time.time()}
+            history.write(json.dumps(line) + "\\n")
             history.flush()
     """
 )
@@ -226,12 +227,15 @@ def measure_flood(
     status = json.loads(status_file.read_text()) if status_file.exists() else {}
     printed = status.get("output_bytes", 0)
     print(
-        f"output flood: {printed / 1e6:.1f} MB in {elapsed:.1f} s ({per_second} lines/s of {width} bytes); "
+        f"output flood: {printed / 1e6:.1f} MB in {elapsed:.1f} s "
+        f"({per_second} lines/s of {width} bytes); "
         f"log on disk {kept / 1e6:.1f} MB"
     )
     print(
-        f"  runner:     CPU {100 * (runner_after.cpu_s - runner_before.cpu_s) / elapsed:5.1f}% of a core   "
-        f"RSS {runner_before.rss_kb / 1024:.1f} -> {runner_after.rss_kb / 1024:.1f} MB (peak {runner_after.peak_kb / 1024:.1f} MB)"
+        f"  runner:     CPU "
+        f"{100 * (runner_after.cpu_s - runner_before.cpu_s) / elapsed:5.1f}% of a core   "
+        f"RSS {runner_before.rss_kb / 1024:.1f} -> {runner_after.rss_kb / 1024:.1f} MB "
+        f"(peak {runner_after.peak_kb / 1024:.1f} MB)"
     )
     if supervisor_last is not None:
         peak = status.get("supervisor_max_rss_kb") or supervisor_last.peak_kb
@@ -301,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
                         return 1
                     time.sleep(0.1)
             print(
-                f"runner pid {server.pid} on 127.0.0.1:{port}, poll interval {args.poll_interval:g} s, {os.cpu_count()} CPUs"
+                f"runner pid {server.pid} on 127.0.0.1:{port}, "
+                f"poll interval {args.poll_interval:g} s, {os.cpu_count()} CPUs"
             )
             measure_start(client, args.jobs)
             measure_events(client, args.steps, args.step_interval)

@@ -27,7 +27,8 @@ class DatabaseUrlError(ValueError):
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """Timezone-aware UTC datetimes on every backend (SQLite has no time zones: it gets naive UTC)."""
+    """Timezone-aware UTC datetimes on every backend (SQLite has no time zones: it gets naive
+    UTC)."""
 
     impl = DateTime(timezone=True)
     cache_ok = True

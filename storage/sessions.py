@@ -43,7 +43,7 @@ class SessionNotFound(SessionStoreError):
 
 
 class SessionExpired(SessionStoreError):
-    """`save` for a session the store has expired: an idle conversation is not revived by a late reply."""
+    """`save` for a session the store has expired: a late reply does not revive an idle one."""
 
 
 class StaleSession(SessionStoreError):

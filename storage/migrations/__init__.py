@@ -1,4 +1,4 @@
-"""The database schema under Alembic: `upgrade`, `current` and `head`, handed the tables they manage.
+"""The database schema under Alembic: `upgrade`, `current` and `head`, given the tables to manage.
 
 Alembic is configured from code (`alembic_config`): the migrations ship inside the package
 (`storage/migrations/versions`), so an installed artbot needs no alembic.ini and no working

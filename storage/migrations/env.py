@@ -1,8 +1,8 @@
 """Alembic's environment for artbot, configured from code (`storage.migrations.alembic_config`).
 
 No alembic.ini: `storage.migrations` hands over the tables the migrations manage in
-`config.attributes["tables"]`, and an open connection (already translated to a PostgreSQL schema when one
-is used) in `config.attributes["connection"]`; without one, the URL in `sqlalchemy.url` (or
+`config.attributes["tables"]`, and an open connection (already translated to a PostgreSQL schema
+when one is used) in `config.attributes["connection"]`; without one, the URL in `sqlalchemy.url` (or
 the default SQLite file) is opened here, so `alembic.command.revision(..., autogenerate=True)`
 works on a developer's database too.
 """

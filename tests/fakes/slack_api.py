@@ -91,7 +91,7 @@ class Call:
     """The JSON answer (None for endpoints that answer bytes or HTML)."""
 
     def json(self, name: str) -> Any:
-        """A parameter decoded from JSON when it was sent as a string (`blocks`, `view`, `files`)."""
+        """A parameter decoded from JSON when sent as a string (`blocks`, `view`, `files`)."""
         value = self.params.get(name)
         return json.loads(value) if isinstance(value, str) else value
 
@@ -136,7 +136,7 @@ class Message:
         return self.thread_ts is not None and self.thread_ts != self.ts
 
     def to_slack(self) -> JsonObject:
-        """The message object as Slack returns it (chat.postMessage's `message`, an action's `message`)."""
+        """The message object as Slack returns it (chat.postMessage's and an action's `message`)."""
         out: JsonObject = {"type": "message", "text": self.text, "user": self.user, "ts": self.ts}
         if self.subtype:
             out["subtype"] = self.subtype
@@ -392,7 +392,7 @@ class FakeSlack:
     def fail(
         self, method: str, error: str = "internal_error", times: int = 1, *, status: int = 200
     ) -> None:
-        """The next `times` calls of `method` answer `{"ok": false, "error": error}` with `status`."""
+        """The next `times` calls of `method` answer `{"ok": false, "error": error}`, `status`."""
         with self._changed:
             self._faults.setdefault(method, []).append(
                 _Fault("fail", times, error=error, status=status)
@@ -470,7 +470,8 @@ class FakeSlack:
         return [dict(c.params) for c in self.calls("response_url")]
 
     def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0) -> None:
-        """Block until `predicate(self)` holds, re-checking on every call; TimeoutError after `timeout`.
+        """Block until `predicate(self)` holds, re-checked on every call; TimeoutError after
+        `timeout`.
 
         The predicate runs without the server's lock held, so it may do anything, even call
         the fake over HTTP.
@@ -876,7 +877,9 @@ class FakeSlack:
             "display_as_bot": False,
             "username": "",
             "url_private": private,
-            "url_private_download": f"{self.root_url}/files-pri/{self.team_id}-{file.id}/download/{file.name}",
+            "url_private_download": (
+                f"{self.root_url}/files-pri/{self.team_id}-{file.id}/download/{file.name}"
+            ),
             "permalink": f"https://{TEAM_DOMAIN}.slack.com/files/{file.user}/{file.id}/{file.name}",
             "channels": list(public),
             "groups": [],
@@ -1000,7 +1003,7 @@ def _element_errors(element: Any, pointer: str, errors: list[str]) -> None:
 
 
 def block_errors(blocks: Any, *, max_blocks: int = MAX_MESSAGE_BLOCKS) -> list[str]:
-    """Slack's complaints about `blocks` (the limits the bot can hit), empty when it would accept them."""
+    """Slack's complaints about `blocks` (the limits the bot can hit); none when it accepts them."""
     if not isinstance(blocks, list):
         return ["must be an array [json-pointer:/blocks]"]
     errors: list[str] = []

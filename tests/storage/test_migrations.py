@@ -170,7 +170,7 @@ def test_upgrade_creates_exactly_the_models_tables_and_columns(
 
 
 def test_the_models_need_no_migration_beyond_head(tmp_path: Path) -> None:
-    """Alembic's autogenerate finds nothing to add: a model changed without a migration fails here."""
+    """Alembic's autogenerate finds nothing to add: a model changed without a migration fails."""
     url = f"sqlite:///{tmp_path / 'artbot.db'}"
     db.upgrade(url, tables=MODELS)
     engine = create_database_engine(url)
