@@ -16,6 +16,7 @@ COPY flows ./flows
 COPY templates ./templates
 COPY artbot ./artbot
 COPY checks ./checks
+COPY config ./config
 COPY storage ./storage
 COPY bot ./bot
 COPY runner ./runner

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from config.from_environment import SettingsError, load_from_environment
 
-class SettingsError(Exception):
-    """Settings that cannot work; the message lists every problem, one per line."""
+__all__ = ["BotSettings", "SettingsError", "load_settings"]
 
 
 class BotSettings(BaseSettings):
@@ -124,21 +124,4 @@ def _comma_separated(text: str) -> frozenset[str]:
 
 def load_settings(env: Mapping[str, str] | None = None) -> BotSettings:
     """Settings from `env` (default: the process environment); SettingsError lists what is wrong."""
-    try:
-        if env is None:
-            return BotSettings()  # pyright: ignore[reportCallIssue]
-        return BotSettings.model_validate({k.lower(): v for k, v in env.items()})
-    except ValidationError as error:
-        lines = []
-        for problem in error.errors():
-            where = ".".join(str(part) for part in problem["loc"]).upper() or "settings"
-            message = problem["msg"].removeprefix("Value error, ")
-            if problem["type"] == "missing":
-                field = BotSettings.model_fields.get(where.lower())
-                message = (
-                    f"missing ({field.description})" if field and field.description else "missing"
-                )
-            lines.append(f"{where}: {message}")
-        raise SettingsError(
-            "Cannot start artbot:\n" + "\n".join(f"  {line}" for line in lines)
-        ) from None
+    return load_from_environment(BotSettings, env, prefix="", program="artbot")

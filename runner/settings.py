@@ -10,20 +10,19 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from config.from_environment import SettingsError, load_from_environment
 from runner.gpu import parse_slots
 from runner.schemas import ENV_NAME_PATTERN
 from storage.database import data_dir
 
+__all__ = ["RunnerSettings", "SettingsError", "load_settings"]
+
 ENV_PREFIX = "ARTBOT_RUNNER_"
 MIN_TOKEN_CHARS = 16
 COMMAND_FIELDS = frozenset({"script", "python", "workdir"})
-
-
-class SettingsError(Exception):
-    """Settings that cannot work; the message lists every problem, one per line."""
 
 
 def _names(text: str) -> list[str]:
@@ -167,26 +166,4 @@ class RunnerSettings(BaseSettings):
 
 def load_settings(env: Mapping[str, str] | None = None) -> RunnerSettings:
     """Settings from `env` (default: the process environment); SettingsError lists what is wrong."""
-    try:
-        if env is None:
-            return RunnerSettings()  # pyright: ignore[reportCallIssue]
-        values = {
-            key[len(ENV_PREFIX) :].lower(): value
-            for key, value in env.items()
-            if key.upper().startswith(ENV_PREFIX)
-        }
-        return RunnerSettings.model_validate(values)
-    except ValidationError as error:
-        lines = []
-        for problem in error.errors():
-            name = ".".join(str(part) for part in problem["loc"])
-            message = problem["msg"].removeprefix("Value error, ")
-            if problem["type"] == "missing":
-                field = RunnerSettings.model_fields.get(name)
-                message = (
-                    f"missing ({field.description})" if field and field.description else "missing"
-                )
-            lines.append(f"{ENV_PREFIX}{name.upper()}: {message}")
-        raise SettingsError(
-            "Cannot start the runner:\n" + "\n".join(f"  {line}" for line in lines)
-        ) from None
+    return load_from_environment(RunnerSettings, env, prefix=ENV_PREFIX, program="the runner")

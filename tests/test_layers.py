@@ -1,7 +1,7 @@
 """The layout's layers hold: no package imports a package above it.
 
-Bottom to top: the pure wizard (`flows`) and the database plumbing (`storage.database`,
-`storage.sql_store`, `storage.migrations`) import nothing of ours; the session store and the
+Bottom to top: the pure wizard (`flows`), reading settings (`config`) and the database plumbing
+(`storage.database`, `storage.sql_store`, `storage.migrations`) import nothing of ours; the session store and the
 checks build on the wizard; the runner on the plumbing alone; the Slack bot on all of those (the
 runner only through its client and wire schemas); the command line (`artbot`) on everything.
 Every import counts, also those inside functions.
@@ -17,19 +17,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("flows", "storage", "checks", "runner", "bot", "artbot")
+OURS = ("flows", "config", "storage", "checks", "runner", "bot", "artbot")
 PLUMBING = ("storage.database", "storage.sql_store", "storage.migrations")
 
 # What each part may import of ours besides itself: a package, or one module of it.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "flows": (),
+    "config": (),
     "storage.database": (),
     "storage.sql_store": (),
     "storage.migrations": ("storage.database",),
     "storage.sessions": ("flows", *PLUMBING),
     "checks": ("flows",),
-    "runner": PLUMBING,
-    "bot": ("flows", "storage", "checks", "runner.client", "runner.schemas"),
+    "runner": ("config", *PLUMBING),
+    "bot": ("flows", "config", "storage", "checks", "runner.client", "runner.schemas"),
     "artbot": OURS,
 }
 
@@ -147,6 +148,7 @@ def test_the_layer_rules_catch_an_upward_import() -> None:
     assert not allowed("bot.runs", "runner.service")
     assert not allowed("storage.database", "storage.sessions")
     assert not allowed("checks.dryrun.launch", "bot.app")
+    assert not allowed("config.from_environment", "runner.settings")
     assert allowed("bot.app", "runner.client")
     assert allowed("storage.sessions", "flows")
     assert allowed("artbot.cli", "bot.serve")
