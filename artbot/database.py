@@ -1,4 +1,4 @@
-"""artbot's database: the tables it keeps, and `artbot db upgrade` and `artbot db current`.
+"""`artbot db upgrade` and `artbot db current`, on the bot's database (`bot.migrations`).
 
 Their options are declared with the other subcommands' in `artbot.cli`.
 """
@@ -8,19 +8,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sqlalchemy import MetaData
 from sqlalchemy.exc import SQLAlchemyError
 
 from artbot.exit_status import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from bot.runs.store import metadata as run_metadata
-from bot.slack_records import metadata as slack_records_metadata
+from bot.migrations import BOT_DATABASE
 from storage import migrations
-from storage.database import DatabaseUrlError, default_database_url, normalize_database_url
-from storage.sessions import metadata as session_metadata
-
-ARTBOT_TABLES: tuple[MetaData, ...] = (session_metadata, slack_records_metadata, run_metadata)
-"""Every table in artbot's database, which its migrations manage: sessions, the bot's Slack
-records (deliveries, question messages, approvals) and its runs."""
+from storage.database import (
+    DatabaseUrlError,
+    database_problem,
+    default_database_url,
+    normalize_database_url,
+)
 
 
 def run_db_command(args: argparse.Namespace) -> int:
@@ -34,22 +32,22 @@ def run_db_command(args: argparse.Namespace) -> int:
         print(f"artbot db: --database-url: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        newest = migrations.head()
-        before = migrations.current(url)
+        newest = migrations.head(BOT_DATABASE)
+        before = migrations.current(BOT_DATABASE, url)
         if args.db_action == "current":
             state = (
                 "(head)" if before == newest else f"(newest is {newest}: run `artbot db upgrade`)"
             )
             print(f"{where}: {before or 'none'} {state}")
             return EXIT_OK
-        migrations.upgrade(url, tables=ARTBOT_TABLES)
-        after = migrations.current(url)
+        migrations.upgrade(BOT_DATABASE, url)
+        after = migrations.current(BOT_DATABASE, url)
     except migrations.SchemaMismatch as error:
         print(f"artbot db: {where}: {error}", file=sys.stderr)
         return EXIT_PROBLEMS
     except SQLAlchemyError as error:
         # The driver's own message: it names the host and the problem, never the password.
-        reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        reason = database_problem(error)
         print(f"artbot db: {where}: {reason}", file=sys.stderr)
         return EXIT_PROBLEMS
     if before == after:

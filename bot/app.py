@@ -20,11 +20,13 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot.listeners import register_listeners
+from bot.migrations import BOT_DATABASE
 from bot.script_results import Dryrun, ScriptResults
 from bot.settings import BotSettings
 from bot.slack_records import SlackRecords
 from bot.threads import ThreadPoster
 from bot.wizard import WizardService
+from storage import migrations
 from storage.database import create_database_engine, data_dir
 from storage.sessions import SessionStore
 
@@ -53,7 +55,11 @@ def build_service(
     dryrun: Dryrun | str | None = "default",
     schema: str | None = None,
 ) -> WizardService:
-    """The wizard service on the configured database (SQLite by default)."""
+    """The wizard service on the configured database (SQLite by default), migrated first.
+
+    SchemaMismatch or SQLAlchemyError when the database cannot be brought to the newest schema.
+    """
+    migrations.upgrade(BOT_DATABASE, settings.artbot_database_url, schema=schema)
     engine = create_database_engine(settings.artbot_database_url)
     store = SessionStore(engine, schema=schema)
     records = SlackRecords(engine, schema=schema)

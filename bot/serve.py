@@ -15,10 +15,13 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from slack_bolt import App
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.error import BoltError
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.app import build_service, create_app
 from bot.settings import SettingsError, load_settings
 from bot.wizard import WizardService
+from storage import migrations
+from storage.database import database_problem
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/slack/events"
@@ -91,7 +94,14 @@ def run_serve_command(args: argparse.Namespace) -> int:
     except SettingsError as error:
         print(error, file=sys.stderr)
         return 2
-    service = build_service(settings)
+    try:
+        service = build_service(settings)
+    except migrations.SchemaMismatch as error:
+        print(f"Cannot start artbot: {error}", file=sys.stderr)
+        return 2
+    except SQLAlchemyError as error:
+        print(f"Cannot start artbot: the database: {database_problem(error)}", file=sys.stderr)
+        return 2
     try:
         app = create_app(settings, service)
     except BoltError as error:

@@ -13,13 +13,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import uvicorn
+from sqlalchemy.exc import SQLAlchemyError
 
 from runner.api import create_app, wrap
 from runner.gpu import GpuProbe
+from runner.migrations import RUNNER_DATABASE
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
 from runner.store import JobStore
-from storage.database import DatabaseUrlError
+from storage import migrations
+from storage.database import DatabaseUrlError, database_problem
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +33,19 @@ EXIT_USAGE = 2
 def build_service(
     settings: RunnerSettings, *, environ: Mapping[str, str] | None = None
 ) -> JobService:
-    """The job service for `settings`, on its database; SettingsError for an unusable URL."""
+    """The job service for `settings`, on its database brought to the newest schema first;
+    SettingsError for a database that is unusable."""
+    url = settings.resolved_database_url
     try:
-        store = JobStore.open(settings.resolved_database_url)
-    except DatabaseUrlError as error:
+        migrations.upgrade(RUNNER_DATABASE, url)
+        store = JobStore.open(url)
+    except (DatabaseUrlError, migrations.SchemaMismatch) as error:
         raise SettingsError(
             f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {error}"
+        ) from None
+    except SQLAlchemyError as error:
+        raise SettingsError(
+            f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {database_problem(error)}"
         ) from None
     return JobService(settings, store, gpu_probe=GpuProbe(settings.nvidia_smi), environ=environ)
 

@@ -206,7 +206,7 @@ class JobStore(SqlStore):
         clock: Callable[[], datetime] = utc_now,
         schema: str | None = None,
     ) -> None:
-        super().__init__(engine, metadata, clock=clock, schema=schema)
+        super().__init__(engine, clock=clock, schema=schema)
         self._last_created: datetime | None = None
         self._created_lock = threading.Lock()
 

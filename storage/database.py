@@ -61,6 +61,12 @@ class JsonText(TypeDecorator[Any]):
         return None if value is None else json.loads(value)
 
 
+def database_problem(error: Exception) -> str:
+    """What a database error says, in the driver's own words (its first line): it names the host
+    and the problem, never the password, and leaves out the SQL SQLAlchemy adds."""
+    return str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+
+
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
     """artbot's data folder: `$XDG_DATA_HOME/artbot`, else `~/.local/share/artbot`."""
     env = os.environ if env is None else env

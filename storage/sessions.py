@@ -155,7 +155,7 @@ class SessionStore(SqlStore):
         clock: Callable[[], datetime] = utc_now,
         schema: str | None = None,
     ) -> None:
-        super().__init__(engine, metadata, clock=clock, schema=schema)
+        super().__init__(engine, clock=clock, schema=schema)
         self._flows = flows
 
     @classmethod

@@ -1,5 +1,6 @@
-"""What every SQL store of artbot shares: a schema per instance, tables made on first use, and one
-place where each transaction begins and ends."""
+"""What every SQL store of artbot shares: a schema per instance and one place where each
+transaction begins and ends. Stores never create tables: programs migrate their database at
+start-up (`storage.migrations.upgrade`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, MetaData
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session as OrmSession
 
 
@@ -22,7 +22,6 @@ class SqlStore:
     def __init__(
         self,
         engine: Engine,
-        metadata: MetaData,
         *,
         clock: Callable[[], datetime] = utc_now,
         schema: str | None = None,
@@ -31,9 +30,7 @@ class SqlStore:
         self._engine = (
             engine.execution_options(schema_translate_map={None: schema}) if schema else engine
         )
-        self._metadata = metadata
         self._clock = clock
-        self._tables_ready = False
 
     def now(self) -> datetime:
         return self._clock()
@@ -44,17 +41,5 @@ class SqlStore:
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[OrmSession]:
         """The one place a transaction begins and ends: commit on success, roll back on error."""
-        self._ensure_tables()
         with OrmSession(self._engine, expire_on_commit=False) as orm, orm.begin():
             yield orm
-
-    def _ensure_tables(self) -> None:
-        if self._tables_ready:
-            return
-        try:
-            self._metadata.create_all(self._engine)
-        except (OperationalError, ProgrammingError, IntegrityError):
-            # Two processes starting at once both see no table and both create it; the loser
-            # fails. Checking again finds the winner's table.
-            self._metadata.create_all(self._engine)
-        self._tables_ready = True

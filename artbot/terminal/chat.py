@@ -21,6 +21,7 @@ from artbot.exit_status import (
 )
 from artbot.script_files import ScriptExists, script_path, write_script
 from artbot.terminal.io import EndOfInput, Terminal
+from bot.migrations import BOT_DATABASE
 from checks.script_check import check_script
 from flows import (
     TRAIN_RL,
@@ -33,7 +34,8 @@ from flows import (
     begin,
     render_script,
 )
-from storage.database import DatabaseUrlError
+from storage import migrations
+from storage.database import DatabaseUrlError, database_problem
 from storage.sessions import SessionKey, SessionStore, SessionStoreError, StaleSession
 
 TERMINAL_TEAM = "terminal"
@@ -56,10 +58,17 @@ def run_chat_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     terminal = Terminal.standard()
     try:
+        migrations.upgrade(BOT_DATABASE, args.database_url)  # before anything is read
         store = SessionStore.open(args.database_url)
     except DatabaseUrlError as error:
         print(f"artbot chat: --database-url: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except migrations.SchemaMismatch as error:
+        print(f"artbot chat: {error}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    except SQLAlchemyError as error:
+        print(f"artbot chat: database error: {database_problem(error)}", file=sys.stderr)
+        return EXIT_PROBLEMS
     chat = Chat(store, key, terminal, out=args.out, dryrun=args.dryrun)
     try:
         return chat.run(new=args.new)
@@ -71,9 +80,7 @@ def run_chat_command(args: argparse.Namespace) -> int:
         print(f"artbot chat: {error}", file=sys.stderr)
         return EXIT_PROBLEMS
     except SQLAlchemyError as error:
-        # The driver's own message (no URL, so no password); SQLAlchemy's adds the SQL.
-        cause = getattr(error, "orig", None) or error
-        print(f"artbot chat: database error: {cause}", file=sys.stderr)
+        print(f"artbot chat: database error: {database_problem(error)}", file=sys.stderr)
         return EXIT_PROBLEMS
     finally:
         store.close()

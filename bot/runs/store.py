@@ -117,7 +117,7 @@ class RunStore(SqlStore):
     def __init__(
         self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None
     ) -> None:
-        super().__init__(engine, metadata, clock=clock, schema=schema)
+        super().__init__(engine, clock=clock, schema=schema)
 
     def create(
         self,

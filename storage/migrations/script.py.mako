@@ -4,9 +4,8 @@ Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 
-The stores create missing tables with `create_all` at the models' current shape, unstamped;
-`artbot db upgrade` adopts such a database by comparing it with the models (see artbot.db).
-A migration that changes a table must keep that working: update the models in the same commit.
+Update the models in the same commit: a test compares the models with the migrations, and
+`upgrade` adopts unstamped databases by comparing their tables with the models.
 """
 
 from __future__ import annotations

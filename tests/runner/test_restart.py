@@ -7,8 +7,10 @@ import os
 import signal
 import time
 
+from runner.migrations import RUNNER_DATABASE
 from runner.schemas import EventType, JobState, JobSubmission
 from runner.store import JobStore
+from storage import migrations
 from tests.runner.conftest import Runner, RunnerFactory, alive, processes_with_env, script_text
 
 
@@ -138,7 +140,9 @@ def test_queued_jobs_and_jobs_never_launched_start_after_a_restart(
     make_runner: RunnerFactory, tmp_path
 ) -> None:
     settings_root = tmp_path
-    store = JobStore.open(f"sqlite:///{settings_root / 'runner.db'}")
+    url = f"sqlite:///{settings_root / 'runner.db'}"
+    migrations.upgrade(RUNNER_DATABASE, url)  # what the previous runner did at its start-up
+    store = JobStore.open(url)
     workdir = settings_root / "jobs"
     queued, _ = store.create(
         "queuedjob",

@@ -11,8 +11,10 @@ import pytest
 from sqlalchemy import text
 
 from runner.errors import IdempotencyConflict
+from runner.migrations import RUNNER_DATABASE
 from runner.schemas import EventType, Failure, FailureKind, JobState, JobSubmission
 from runner.store import JobStore
+from storage import migrations
 from storage.database import create_database_engine
 from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 
@@ -20,12 +22,15 @@ from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobStore]:
     if request.param == "sqlite":
-        store = JobStore.open(f"sqlite:///{tmp_path / 'runner.db'}")
+        url = f"sqlite:///{tmp_path / 'runner.db'}"
+        migrations.upgrade(RUNNER_DATABASE, url)  # as `artbot runner serve` does first
+        store = JobStore.open(url)
         yield store
         store.close()
         return
     assert POSTGRES_URL is not None
     with throwaway_schema("artbot_runner") as schema:
+        migrations.upgrade(RUNNER_DATABASE, POSTGRES_URL, schema=schema)
         store = JobStore(create_database_engine(POSTGRES_URL), schema=schema)
         yield store
         store.close()

@@ -1,10 +1,13 @@
-"""`artbot db upgrade` and the stores' `create_all`, in either order, on SQLite files always and
-on PostgreSQL when ARTBOT_TEST_POSTGRES_URL names a server (each test in a schema of its own,
+"""Migrations at start-up: `upgrade` on empty databases, on databases an older artbot made with
+`create_all`, from many processes at once, and `artbot db`; on SQLite files always and on
+PostgreSQL when ARTBOT_TEST_POSTGRES_URL names a server (each test in a schema of its own,
 dropped after)."""
 
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,19 +19,25 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, MetaData, inspect, text
+from sqlalchemy.exc import SQLAlchemyError
 
 from artbot.cli import main
-from artbot.database import ARTBOT_TABLES
+from bot.migrations import BOT_DATABASE
 from bot.slack_records import SlackRecords
 from flows import TRAIN_RL, Reply, Session, advance, begin
+from runner.migrations import RUNNER_DATABASE
+from runner.schemas import JobSubmission
+from runner.store import JobStore
 from storage import migrations as db
 from storage.database import create_database_engine
 from storage.sessions import SessionKey, SessionStore
+from storage.sessions import metadata as session_metadata
 from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 
+ROOT = Path(__file__).resolve().parents[2]
 KEY = SessionKey("T0001", "C0001", "1712345678.000100")
 HEAD = "0002"  # the newest migration: bump with each new one
-MODELS: tuple[MetaData, ...] = ARTBOT_TABLES
+MODELS: tuple[MetaData, ...] = BOT_DATABASE.tables
 MODEL_TABLES = {table.name for metadata in MODELS for table in metadata.tables.values()}
 
 
@@ -47,10 +56,15 @@ class Database:
         return self.engine.execution_options(schema_translate_map={None: self.schema})
 
     def upgrade(self) -> None:
-        db.upgrade(self.url, tables=MODELS, schema=self.schema)
+        db.upgrade(BOT_DATABASE, self.url, schema=self.schema)
 
     def current(self) -> str | None:
-        return db.current(self.url, schema=self.schema)
+        return db.current(BOT_DATABASE, self.url, schema=self.schema)
+
+    def create_all(self, *tables: MetaData) -> None:
+        """Tables as an artbot from before migrations ran at start-up made them: unstamped."""
+        for metadata in tables or MODELS:
+            metadata.create_all(self.open())
 
     def tables(self) -> set[str]:
         return set(inspect(self.engine).get_table_names(schema=self.schema))
@@ -124,8 +138,7 @@ def database(databases: Databases) -> Database:
 def reference(databases: Databases) -> Database:
     """A database whose tables the models made with create_all: what the schema should be."""
     made = databases.new()
-    for metadata in MODELS:
-        metadata.create_all(made.open())
+    made.create_all()
     return made
 
 
@@ -165,19 +178,22 @@ def test_upgrade_creates_exactly_the_models_tables_and_columns(
             assert {i[0] for i in shape[table.name]["indexes"]} == {i.name for i in table.indexes}
     # Types, nullability and index columns too: the same as create_all makes from the models.
     assert shape == reference.shape()
-    assert database.current() == db.head() == HEAD
+    assert database.current() == db.head(BOT_DATABASE) == HEAD
     assert database.version_rows() == [HEAD]
 
 
-def test_the_models_need_no_migration_beyond_head(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chain", [BOT_DATABASE, RUNNER_DATABASE], ids=lambda c: c.name)
+def test_the_models_need_no_migration_beyond_head(tmp_path: Path, chain: db.MigrationChain) -> None:
     """Alembic's autogenerate finds nothing to add: a model changed without a migration fails."""
     url = f"sqlite:///{tmp_path / 'artbot.db'}"
-    db.upgrade(url, tables=MODELS)
+    db.upgrade(chain, url)
     engine = create_database_engine(url)
     with engine.connect() as connection:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "version_table": chain.version_table}
+        )
         models = MetaData()
-        for metadata in MODELS:
+        for metadata in chain.tables:
             for table in metadata.tables.values():
                 table.to_metadata(models)
         assert compare_metadata(context, models) == []
@@ -191,7 +207,7 @@ def test_upgrade_then_the_stores_work(database: Database) -> None:
     use_the_stores(store, records)
     store.close()
     assert database.shape() == before
-    assert database.current() == db.head()
+    assert database.current() == db.head(BOT_DATABASE)
 
 
 def test_upgrade_is_idempotent(database: Database, reference: Database) -> None:
@@ -201,40 +217,42 @@ def test_upgrade_is_idempotent(database: Database, reference: Database) -> None:
     database.upgrade()
     database.upgrade()
     assert database.shape() == reference.shape()
-    assert database.version_rows() == [db.head()]
+    assert database.version_rows() == [db.head(BOT_DATABASE)]
     assert store.get(KEY) is not None  # nothing was dropped and made again
     store.close()
 
 
-# --- the stores first -----------------------------------------------------------------------
+# --- databases an older artbot made --------------------------------------------------------
 
 
 def test_stores_first_then_upgrade_adopts_their_tables(
     database: Database, reference: Database
 ) -> None:
+    database.create_all()
     store, records = database.stores()
     use_the_stores(store, records)
     assert database.current() is None
     database.upgrade()
-    assert database.current() == db.head()
+    assert database.current() == db.head(BOT_DATABASE)
     assert database.shape() == reference.shape()
     assert store.get(KEY) is not None and len(records.approvals(KEY)) == 1
     use_the_stores(store, records, SessionKey("T0001", "C0001", "1712345678.000900"))
     database.upgrade()
-    assert database.version_rows() == [db.head()]
+    assert database.version_rows() == [db.head(BOT_DATABASE)]
     store.close()
 
 
 def test_a_database_with_only_the_sessions_table_gets_the_bots_tables(
     database: Database, reference: Database
 ) -> None:
-    """`artbot chat` made only the session table; the bot's tables come with the upgrade."""
+    """An older `artbot chat` made only the session table; the bot's come with the upgrade."""
+    database.create_all(session_metadata)
     store = SessionStore(create_database_engine(database.url), schema=database.schema)
-    assert store.get(KEY) is None  # the first use creates the table
+    assert store.get(KEY) is None
     assert database.tables() == {"artbot_sessions"}
     database.upgrade()
     assert database.shape() == reference.shape()
-    assert database.current() == db.head()
+    assert database.current() == db.head(BOT_DATABASE)
     records = SlackRecords(create_database_engine(database.url), schema=database.schema)
     use_the_stores(store, records)
     store.close()
@@ -256,7 +274,7 @@ def test_downgrade_removes_every_table(database: Database) -> None:
     database.upgrade()
     with database.open().begin() as connection:
         config = db.alembic_config(
-            database.url, tables=MODELS, schema=database.schema, connection=connection
+            BOT_DATABASE, database.url, schema=database.schema, connection=connection
         )
         command.downgrade(config, "base")
     assert database.tables() & MODEL_TABLES == set()
@@ -267,9 +285,9 @@ def test_the_config_alone_opens_the_database_itself(
     database: Database, reference: Database
 ) -> None:
     """As `alembic.command.revision(..., autogenerate=True)` would use it: no connection given."""
-    command.upgrade(db.alembic_config(database.url, tables=MODELS, schema=database.schema), "head")
+    command.upgrade(db.alembic_config(BOT_DATABASE, database.url, schema=database.schema), "head")
     assert database.shape() == reference.shape()
-    assert database.current() == db.head()
+    assert database.current() == db.head(BOT_DATABASE)
 
 
 # --- the command line -----------------------------------------------------------------------
@@ -335,4 +353,101 @@ def test_timestamps_written_after_an_upgrade_read_back_in_utc(database: Database
     assert stored is not None and stored.created_at == created.created_at
     assert stored.created_at.tzinfo is not None
     assert abs(stored.created_at - datetime.now(UTC)) < timedelta(minutes=5)
+    store.close()
+
+
+# --- start-up: every program migrates, nothing else creates tables --------------------------
+
+STARTING_PROGRAM = """
+import sys, time
+from pathlib import Path
+from bot.migrations import BOT_DATABASE
+from flows import TRAIN_RL, Session, begin
+from storage import migrations
+from storage.database import create_database_engine
+from storage.sessions import SessionKey, SessionStore
+
+url, schema, go, number = sys.argv[1], sys.argv[2] or None, Path(sys.argv[3]), sys.argv[4]
+deadline = time.monotonic() + 60
+while not go.exists() and time.monotonic() < deadline:  # start together
+    time.sleep(0.005)
+migrations.upgrade(BOT_DATABASE, url, schema=schema)
+store = SessionStore(create_database_engine(url), schema=schema)
+session = begin(TRAIN_RL, Session.start(TRAIN_RL.id)).session
+store.create(SessionKey("T0001", "C0001", f"1712345678.{number:0>6}"), "U0OWNER", session)
+store.close()
+"""
+
+
+def test_programs_starting_together_on_a_fresh_database_migrate_it_once(
+    database: Database, reference: Database, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    programs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                STARTING_PROGRAM,
+                database.url,
+                database.schema or "",
+                go,
+                str(n),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(6)
+    ]
+    go.touch()
+    outcomes = [program.communicate(timeout=120) for program in programs]
+    assert [program.returncode for program in programs] == [0] * 6, outcomes
+    assert database.version_rows() == [HEAD]
+    assert database.shape() == reference.shape()
+    store, _ = database.stores()
+    assert len(store.list_for_owner("U0OWNER")) == 6
+    store.close()
+
+
+def test_a_store_on_a_database_nobody_migrated_creates_no_table(database: Database) -> None:
+    store = SessionStore(create_database_engine(database.url), schema=database.schema)
+    with pytest.raises(SQLAlchemyError):
+        store.get(KEY)
+    store.close()
+    assert database.tables() == set()
+
+
+def test_the_runner_and_the_bot_keep_their_own_chains_in_one_database(
+    database: Database,
+) -> None:
+    runner_tables = {t.name for t in RUNNER_DATABASE.tables[0].sorted_tables}
+    db.upgrade(RUNNER_DATABASE, database.url, schema=database.schema)
+    assert database.tables() == runner_tables | {"runner_alembic_version"}
+    assert database.current() is None  # the bot's chain has not started
+    database.upgrade()
+    database.upgrade()
+    db.upgrade(RUNNER_DATABASE, database.url, schema=database.schema)
+    assert database.tables() == MODEL_TABLES | runner_tables | {
+        "alembic_version",
+        "runner_alembic_version",
+    }
+    assert database.current() == HEAD
+    runner_at = db.current(RUNNER_DATABASE, database.url, schema=database.schema)
+    assert runner_at == db.head(RUNNER_DATABASE) == "runner_0001"
+
+
+def test_an_older_runners_tables_are_adopted(database: Database) -> None:
+    database.create_all(*RUNNER_DATABASE.tables)
+    store = JobStore(create_database_engine(database.url), schema=database.schema)
+    job, _ = store.create(
+        "job1",
+        JobSubmission.model_validate({"script": "print(1)\n", "idempotency_key": "key-000001"}),
+        "/w/job1",
+    )
+    db.upgrade(RUNNER_DATABASE, database.url, schema=database.schema)
+    assert db.current(RUNNER_DATABASE, database.url, schema=database.schema) == "runner_0001"
+    kept = store.get("job1")
+    assert kept is not None and kept.id == job.id  # nothing dropped and made again
     store.close()

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from bot.migrations import BOT_DATABASE
 from flows import TRAIN_RL, Reply, Session, advance, begin
+from storage import migrations
 from storage.database import (
     DatabaseUrlError,
     create_database_engine,
@@ -63,6 +65,7 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
             assert POSTGRES_URL is not None
             url, schema = POSTGRES_URL, cleanup.enter_context(throwaway_schema("artbot_test"))
         cleanup.callback(lambda: [store.close() for store in stores])  # before the drop
+        migrations.upgrade(BOT_DATABASE, url, schema=schema)  # as every program does first
 
         def factory(**options: Any) -> SessionStore:
             store = SessionStore(create_database_engine(url), schema=schema, **options)
@@ -399,6 +402,7 @@ def test_the_default_database_is_a_wal_sqlite_file_in_the_data_dir(
     assert data_dir() == tmp_path / "data" / "artbot"
     assert default_database_url() == f"sqlite:///{tmp_path / 'data' / 'artbot' / 'artbot.db'}"
 
+    migrations.upgrade(BOT_DATABASE)  # the default database, as `artbot chat` does first
     store = SessionStore.open()
     store.create(KEY, "U1", started())
     store.close()

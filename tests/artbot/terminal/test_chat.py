@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.migrations import BOT_DATABASE
+from storage import migrations
 from storage.sessions import SessionKey, SessionStore
 from tests.flows.matrix import MATH_ROWS
 
@@ -69,8 +71,12 @@ def chat(home: Path, replies: list[str], *args: str) -> subprocess.CompletedProc
 
 
 def stored_step(home: Path, name: str = "default") -> str | None:
-    """The open question of the saved session NAME ('none' when there is no such session)."""
-    store = SessionStore.open(f"sqlite:///{home / 'data' / 'artbot' / 'artbot.db'}")
+    """The open question of the saved session NAME ('none' when there is no such session, or no
+    database yet: the chat creates it at start-up)."""
+    database = home / "data" / "artbot" / "artbot.db"
+    if migrations.current(BOT_DATABASE, f"sqlite:///{database}") is None:
+        return "none"
+    store = SessionStore.open(f"sqlite:///{database}")
     try:
         stored = store.get(SessionKey("terminal", USER, name))
         return stored.step if stored is not None else "none"

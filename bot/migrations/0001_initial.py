@@ -3,15 +3,12 @@
 Revision ID: 0001
 Revises: (none)
 
-How this coexists with `create_all`: the stores (`SessionStore`, `SlackRecords`, `RunStore`)
-still create the tables they miss on first use, so a fresh SQLite file works with no setup. Such a
-database has the models' tables but no `alembic_version` row. `artbot db upgrade`
-(`storage.migrations.upgrade`) does not run this migration on it (CREATE TABLE would fail on the
+Databases from before migrations ran at start-up: their stores made the tables with
+`create_all`, so such a database has the models' tables but no `alembic_version` row.
+`storage.migrations.upgrade` does not run this migration on it (CREATE TABLE would fail on the
 existing tables): it compares the tables that exist with the models and, when they match, creates
-the missing ones the way the stores would and stamps the head revision. A database that is
-stamped has every table, so the stores' `create_all` finds nothing to do afterwards. This
-migration therefore only ever runs on a database without artbot's tables, and creates them
-plainly.
+the missing ones from the models and stamps the head revision. This migration therefore only
+ever runs on a database without artbot's tables, and creates them plainly.
 
 The tables are spelled out here rather than taken from the models: a migration records the
 schema as of its revision, while the models move on.
