@@ -42,7 +42,7 @@ from sqlalchemy.orm import Session as OrmSession
 
 from runner.errors import IdempotencyConflict, JobNotFound
 from runner.schemas import EventType, Failure, Job, JobEvent, JobState, JobSubmission
-from storage.database import JsonText, UTCDateTime, create_database_engine
+from storage.database import JsonText, UTCDateTime
 from storage.sql_store import SqlStore, utc_now
 
 Backend = Literal["local", "serverless"]
@@ -209,11 +209,6 @@ class JobStore(SqlStore):
         super().__init__(engine, clock=clock, schema=schema)
         self._last_created: datetime | None = None
         self._created_lock = threading.Lock()
-
-    @classmethod
-    def open(cls, url: str | None = None, **options: Any) -> JobStore:
-        """A store on `url` (SQLite file or PostgreSQL)."""
-        return cls(create_database_engine(url), **options)
 
     # -- jobs --
 

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from flows import TRAIN_RL, Flow, Session
-from storage.database import KEY_PART_MAX, UTCDateTime, create_database_engine
+from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sql_store import SqlStore, utc_now
 
 DEFAULT_FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL}
@@ -157,11 +157,6 @@ class SessionStore(SqlStore):
     ) -> None:
         super().__init__(engine, clock=clock, schema=schema)
         self._flows = flows
-
-    @classmethod
-    def open(cls, url: str | None = None, **options: Any) -> SessionStore:
-        """A store on `url`, or on the default SQLite file."""
-        return cls(create_database_engine(url), **options)
 
     # -- reading --
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any, Self
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session as OrmSession
+
+from storage.database import create_database_engine
 
 
 def utc_now() -> datetime:
@@ -31,6 +34,11 @@ class SqlStore:
             engine.execution_options(schema_translate_map={None: schema}) if schema else engine
         )
         self._clock = clock
+
+    @classmethod
+    def open(cls, url: str | None = None, **options: Any) -> Self:
+        """A store on `url` (default: artbot's SQLite file), on an engine of its own."""
+        return cls(create_database_engine(url), **options)
 
     def now(self) -> datetime:
         return self._clock()

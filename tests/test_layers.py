@@ -26,7 +26,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "flows": (),
     "config": (),
     "storage.database": (),
-    "storage.sql_store": (),
+    "storage.sql_store": ("storage.database",),
     "storage.migrations": ("storage.database",),
     "storage.sessions": ("flows", *PLUMBING),
     "checks": ("flows",),
