@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from slack_sdk import WebClient
 
-from bot.blocks import clip, escape
+from bot.slack_text import clip, escape
 from flows import Attachment
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bot.slack_text import clip, escape, safe_cut
 from flows import Message, Notice, OptionView, Problem, Question
 from storage.sessions import StoredSession
 
@@ -37,15 +38,6 @@ class SlackMessage:
     """Set when the message asks a question (so it can be updated once answered)."""
 
 
-def clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def escape(text: str) -> str:
-    """Slack's mrkdwn escaping: user text must not become mentions or links."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def sections(text: str) -> list[Block]:
     """Text as mrkdwn sections of at most 3,000 characters each (split on line ends)."""
     chunks: list[str] = []
@@ -55,8 +47,9 @@ def sections(text: str) -> list[Block]:
             if current:
                 chunks.append(current)
                 current = ""
-            chunks.append(line[:SECTION_LIMIT])
-            line = line[SECTION_LIMIT:]
+            cut = safe_cut(line, SECTION_LIMIT)  # `&lt;` must not be split across sections
+            chunks.append(line[:cut])
+            line = line[cut:]
         candidate = f"{current}\n{line}" if current else line
         if len(candidate) > SECTION_LIMIT:
             chunks.append(current)
@@ -89,7 +82,8 @@ def question_message(question: Question) -> SlackMessage:
     fallback = question.text
     if question.options:
         fallback += "\n" + "\n".join(f"{o.number}. {o.label}" for o in question.options)
-    return SlackMessage(clip(fallback, TEXT_LIMIT), blocks[:MAX_BLOCKS], question.step_id)
+    # `text` is mrkdwn too (notifications show it): escaped like the blocks.
+    return SlackMessage(clip(escape(fallback), TEXT_LIMIT), blocks[:MAX_BLOCKS], question.step_id)
 
 
 def _buttons(step_id: str, options: tuple[OptionView, ...]) -> list[Block]:

@@ -13,7 +13,8 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import SlackMessage, clip, escape, result_buttons, sections
+from bot.blocks import SlackMessage, result_buttons, sections
+from bot.slack_text import clip, escape
 from bot.threads import ThreadPoster
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import CheckReport, check_script
@@ -51,7 +52,7 @@ def summary(answers: Mapping[str, Any]) -> str:
         answers["reward"]
     ]
     if answers.get("judge_model"):
-        reward += f", judge `{answers['judge_model']}`"
+        reward += f", judge `{escape(str(answers['judge_model']))}`"
     loop = (
         "epochs over the dataset" if answers["iteration"] == "dataset" else "open-ended step loop"
     )
@@ -60,7 +61,7 @@ def summary(answers: Mapping[str, Any]) -> str:
         [
             f"*{escape(answers['run_name'])}* ({escape(answers['project'])}): "
             f"{turns}, reward {reward}",
-            f"Base model `{answers['base_model']}` on {backend}; {loop}",
+            f"Base model `{escape(str(answers['base_model']))}` on {backend}; {loop}",
             f"learning rate {hp['learning_rate']:g}, "
             f"{hp['rollouts_per_group']} rollouts per group, "
             f"{hp['groups_per_step']} groups per step",
@@ -76,7 +77,8 @@ def check_line(report: CheckReport) -> str:
         )
     lines = [f":x: `artbot check` found {len(report.problems)} problem(s):"]
     lines += [
-        f"• line {p.line}: {p.tool} {p.code}: {clip(p.message, 200)}" for p in report.problems[:10]
+        f"• line {p.line}: {p.tool} {p.code}: {escape(clip(p.message, 200))}"
+        for p in report.problems[:10]
     ]
     return "\n".join(lines)
 

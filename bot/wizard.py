@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import clip, escape, home_view, sections, sessions_text
+from bot.blocks import home_view, sections, sessions_text
 from bot.keyed_locks import KeyedLocks
 from bot.script_results import ScriptResults
 from bot.slack_records import SlackRecords
+from bot.slack_text import clip, escape
 from bot.threads import ThreadPoster
 from flows import TRAIN_RL, Completed, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (

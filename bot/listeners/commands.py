@@ -8,6 +8,7 @@ from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
 from bot.listeners.guard import guarded
+from bot.slack_text import as_typed
 from bot.wizard import WizardService
 
 
@@ -19,7 +20,7 @@ def register(app: App, service: WizardService) -> None:
         ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond
     ) -> None:
         ack()
-        text = (command.get("text") or "").strip()
+        text = as_typed(command.get("text") or "").strip()  # Slack escapes `&`, `<`, `>`
         team = command.get("team_id") or context.team_id or ""
         user = command["user_id"]
         channel = command["channel_id"]

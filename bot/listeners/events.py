@@ -11,6 +11,7 @@ from slack_sdk import WebClient
 
 from bot.attachments import attachment_from_file
 from bot.listeners.guard import guarded
+from bot.slack_text import as_typed
 from bot.wizard import Incoming, WizardService
 from flows import Attachment, Reply
 from storage.sessions import SessionKey
@@ -59,8 +60,8 @@ def message_incoming(
     context: BoltContext,
     max_upload_bytes: int,
 ) -> Incoming | Refusal | None:
-    """A thread reply as an Incoming; a Refusal for edits and files we cannot take; None if
-    not ours."""
+    """A thread reply as an Incoming (its text as typed: `as_typed`); a Refusal for edits and
+    files we cannot take; None if not ours. An edit's text is never read."""
     subtype = event.get("subtype")
     if subtype in IGNORED_SUBTYPES or event.get("bot_id"):
         return None
@@ -85,5 +86,6 @@ def message_incoming(
             return Refusal(key, user, taken)
         attachments.append(taken)
     delivery = body.get("event_id") or event.get("client_msg_id")
-    reply = Reply(text=event.get("text") or "", attachments=tuple(attachments))
+    # The text as the user typed it; the attached files are raw bytes, never unescaped.
+    reply = Reply(text=as_typed(event.get("text") or ""), attachments=tuple(attachments))
     return Incoming(key, user, reply, delivery)

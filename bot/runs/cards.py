@@ -13,12 +13,11 @@ from bot.blocks import (
     TEXT_LIMIT,
     Block,
     SlackMessage,
-    clip,
-    escape,
     sections,
     text_message,
 )
 from bot.runs.store import Run
+from bot.slack_text import clip, escape
 from runner.schemas import Failure, FixAction
 
 FIX_LABELS = {
@@ -127,7 +126,8 @@ def runs_list_text(runs: Sequence[Run]) -> str:
     lines = [f"Your training runs ({len(runs)}):"]
     for run in runs:
         lines.append(
-            f"• {STATE_EMOJI.get(run.state, '')} `{run.script_name}` in <#{run.key.channel}>: "
+            f"• {STATE_EMOJI.get(run.state, '')} `{escape(run.script_name)}` "
+            f"in <#{run.key.channel}>: "
             f"{run.state}{progress(run)}"
         )
     return "\n".join(lines)

@@ -11,10 +11,10 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import clip, escape
 from bot.plots import reward_curve_png
 from bot.runs.cards import failure_message, status_card, success_message
 from bot.runs.store import Run, RunStore
+from bot.slack_text import clip, escape
 from bot.threads import ThreadPoster
 from runner.schemas import EventType, Failure, JobEvent, JobState
 

@@ -11,12 +11,12 @@ from typing import Any
 
 from slack_sdk import WebClient
 
-from bot.blocks import clip, escape
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.notifier import RunNotifier
 from bot.runs.store import Run, RunStore
 from bot.slack_records import SlackRecords, script_digest
+from bot.slack_text import clip, escape
 from bot.threads import ThreadPoster
 from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
 from runner.schemas import FixAction, JobState, JobSubmission

@@ -213,3 +213,19 @@ class SlackUser:
 
         step = TRAIN_RL.next_step(stored.session.answers)
         return step.id if step else "<done>"
+
+
+def answer_after_the_reward(user: SlackUser) -> None:
+    """The questions after the reward's, answered for a single-turn wizard on inline rows:
+    all scenarios, a quarter held out, defaults, run name `math-solver-001`, local, epochs."""
+    user.click("All scenarios")
+    user.click("Hold out a fraction")
+    user.reply("0.25")
+    user.reply("default")
+    user.reply("default")
+    user.click("OpenPipe/Qwen3-14B-Instruct")
+    user.reply("default")
+    user.reply("math-solver-001")
+    user.click("LocalBackend")
+    user.click("Use defaults")
+    user.click("Epochs over the fixed dataset")

@@ -354,7 +354,7 @@ def test_every_subscribed_event_and_the_command_reach_a_listener(bot: RunningBot
     }
     assert statuses == dict.fromkeys(requests, 200)
     # What the manifest leaves out would reach no listener.
-    mention = event_callback(app_mention_event("<@U0BOT> hi"))
+    mention = event_callback(app_mention_event("hi"))
     assert bot.app.dispatch(mention.as_bolt_request()).status == 404
     # Let the listeners that work after the ack finish before the database goes away.
     bot.fake.wait_for(lambda f: bool(f.calls("views.publish")) and bool(f.responses()))

@@ -12,12 +12,12 @@ from bot.blocks import (
     SECTION_LIMIT,
     TEXT_LIMIT,
     answered_message,
-    escape,
     parse_answer_value,
     problem_message,
     question_message,
 )
 from bot.settings import SettingsError, load_settings
+from bot.slack_text import escape
 from flows import OptionView, Problem, Question
 from tests.fakes.slack_api import block_errors
 

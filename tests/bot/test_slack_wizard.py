@@ -12,7 +12,7 @@ import pytest
 from bot.serve import make_http_server
 from checks.dryrun import DryrunReport
 from checks.script_check import check_script
-from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.conftest import BotFactory, SlackUser, answer_after_the_reward
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import (
     event_callback,
@@ -40,17 +40,7 @@ def answer_single_turn_ruler(user: SlackUser) -> None:
     user.reply("skip")
     user.click("RULER")
     user.click("openai/gpt-5.4")
-    user.click("All scenarios")
-    user.click("Hold out a fraction")
-    user.reply("0.25")
-    user.reply("default")
-    user.reply("default")
-    user.click("OpenPipe/Qwen3-14B-Instruct")
-    user.reply("default")
-    user.reply("math-solver-001")
-    user.click("LocalBackend")
-    user.click("Use defaults")
-    user.click("Epochs over the fixed dataset")
+    answer_after_the_reward(user)
 
 
 @pytest.fixture(params=["dispatch", "http"])

@@ -18,6 +18,7 @@ import email.policy
 import itertools
 import json
 import mimetypes
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -131,6 +132,14 @@ class Message:
     """The only user who sees it (chat.postEphemeral), else None."""
 
     @property
+    def shown(self) -> str:
+        """What a person sees: the blocks' text (`text` without blocks), one line per text
+        object, mrkdwn rendered the way Slack displays it (`shown_mrkdwn`)."""
+        if not self.blocks:
+            return shown_mrkdwn(self.text)
+        return "\n".join(_shown_block_texts(self.blocks))
+
+    @property
     def is_reply(self) -> bool:
         """Whether it is a reply inside a thread (not the thread's parent)."""
         return self.thread_ts is not None and self.thread_ts != self.ts
@@ -203,6 +212,66 @@ class SlackError(Exception):
         super().__init__(error)
         self.error = error
         self.extra = extra
+
+
+# --- How Slack displays text ---------------------------------------------------------------
+
+_CONTROL = re.compile(r"<([^<>]+)>")
+
+
+def _shown_control(match: re.Match[str]) -> str:
+    # <@U1> and <@U1|name>, <#C1|name>, <!here>, <!subteam^S1|@team>, <url|label> and <url>.
+    target, _, label = match.group(1).partition("|")
+    if target[:1] in ("@", "#"):
+        return target[0] + (label or target[1:])
+    if target.startswith("!"):
+        return label or "@" + target[1:].split("^")[0]
+    return label or target
+
+
+def shown_mrkdwn(text: str) -> str:
+    """mrkdwn as Slack displays it: `<...>` mentions and links as their names, entities decoded.
+
+    A raw `<...>` is read as markup here as in Slack: text that should have been escaped and
+    was not does not come out as typed.
+    """
+    text = _CONTROL.sub(_shown_control, text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def _shown_text_object(obj: Any) -> str:
+    if not isinstance(obj, dict):
+        return ""
+    obj = cast(JsonObject, obj)
+    text = str(obj.get("text") or "")
+    return shown_mrkdwn(text) if obj.get("type") == "mrkdwn" else text
+
+
+def _shown_rich_text(element: Any) -> str:
+    # rich_text (what people's messages carry): raw text, links, mentions, nested sections.
+    if not isinstance(element, dict):
+        return ""
+    element = cast(JsonObject, element)
+    kind = element.get("type")
+    if kind in ("user", "channel"):
+        return ("@" if kind == "user" else "#") + str(element.get(f"{kind}_id", ""))
+    if kind == "link":
+        return str(element.get("text") or element.get("url") or "")
+    if "elements" in element:
+        return "".join(_shown_rich_text(e) for e in element["elements"] or [])
+    return str(element.get("text") or "")
+
+
+def _shown_block_texts(blocks: list[JsonObject]) -> list[str]:
+    shown: list[str] = []
+    for block in blocks:
+        if block.get("type") in ("section", "header"):
+            shown.append(_shown_text_object(block.get("text")))
+        elif block.get("type") == "context":
+            shown.extend(_shown_text_object(e) for e in block.get("elements") or [])
+        elif block.get("type") == "rich_text":
+            shown.append(_shown_rich_text(block))
+    return [line for line in shown if line]
 
 
 # --- The server ----------------------------------------------------------------------------
@@ -535,11 +604,14 @@ class FakeSlack:
         thread_ts: str | None = None,
         files: Iterable[Mapping[str, Any]] = (),
         channel_type: str = "channel",
+        typed: bool = True,
     ) -> JsonObject:
         """Put a person's message into `channel` (or a thread) and return its message event.
 
         Dispatch the event with `slack_requests.event_callback(...)`; `thread()` then reads as the
-        whole conversation, people's messages included.
+        whole conversation, people's messages included. `text` is what they typed: the message
+        keeps it as Slack does, escaped and linked (`slack_requests.slack_text`), unless `typed`
+        is False.
         """
         shared = [dict(f) for f in files]
         if shared:
@@ -550,15 +622,21 @@ class FakeSlack:
                 user=user,
                 thread_ts=thread_ts,
                 channel_type=channel_type,
+                typed=typed,
             )
         else:
             event = slack_requests.message_event(
-                text, channel=channel, user=user, thread_ts=thread_ts, channel_type=channel_type
+                text,
+                channel=channel,
+                user=user,
+                thread_ts=thread_ts,
+                channel_type=channel_type,
+                typed=typed,
             )
         message = Message(
             channel=channel,
             ts=event["ts"],
-            text=text,
+            text=event["text"],
             user=user,
             blocks=event.get("blocks"),
             thread_ts=thread_ts,

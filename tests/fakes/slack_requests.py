@@ -8,12 +8,18 @@ the inner event dicts that `event_callback` wraps:
 
 Every builder takes `timestamp=` (forge a stale request) and `signing_secret=` (forge a bad
 signature).
+
+Text is what the person typed, and arrives formatted the way Slack delivers it (`slack_text`):
+`&`, `<`, `>` escaped as `&amp;`, `&lt;`, `&gt;`, and in messages bare URLs linked as
+`<https://...>`. Pass `typed=False` to send a text already in Slack's format unchanged: for the
+forms only Slack's client makes, such as a `<@U...>` mention or a labelled link.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -49,6 +55,28 @@ JSON = "application/json"
 UNROUTED_RESPONSE_URL = "http://127.0.0.1:9/hooks"
 
 _serial = itertools.count(1)
+
+# What Slack's servers take for a URL in a message (an approximation: scheme, then up to a space,
+# a quote or an escaped angle bracket; trailing punctuation is left out of the link).
+_URL = re.compile(r"https?://(?:(?!&lt;|&gt;)[^\s\"'`])+")
+_URL_TRAILING = ".,;:!?)]}"
+
+
+def slack_text(typed: str, *, link_urls: bool = True) -> str:
+    """`typed` as Slack delivers it to an app: `&`, `<`, `>` escaped (the only characters Slack
+    escapes), then, with `link_urls`, every bare URL wrapped as `<url>` (code blocks included).
+
+    Slash commands (`should_escape: false` in the manifest) get the escaping but no links.
+    """
+    text = typed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if not link_urls:
+        return text
+
+    def link(match: re.Match[str]) -> str:
+        url = match.group(0).rstrip(_URL_TRAILING)
+        return f"<{url}>{match.group(0)[len(url) :]}"
+
+    return _URL.sub(link, text)
 
 
 @dataclass(frozen=True)
@@ -139,10 +167,11 @@ def slash_command(
     team_id: str = TEAM_ID,
     trigger_id: str | None = None,
     response_url: str | None = None,
+    typed: bool = True,
     timestamp: int | None = None,
     signing_secret: str = SIGNING_SECRET,
 ) -> SignedRequest:
-    """A slash command invocation: a form body, as Slack POSTs it."""
+    """A slash command invocation: a form body, as Slack POSTs it (`text` escaped, not linked)."""
     form = {
         "token": VERIFICATION_TOKEN,
         "team_id": team_id,
@@ -152,7 +181,7 @@ def slash_command(
         "user_id": user_id,
         "user_name": user_name,
         "command": command,
-        "text": text,
+        "text": slack_text(text, link_urls=False) if typed else text,
         "api_app_id": API_APP_ID,
         "is_enterprise_install": "false",
         "response_url": response_url or f"{UNROUTED_RESPONSE_URL}/commands/{next(_serial)}",
@@ -252,13 +281,18 @@ def message_event(
     client_msg_id: str | None = None,
     channel_type: str = "channel",
     team: str = TEAM_ID,
+    typed: bool = True,
 ) -> dict[str, Any]:
-    """A person's message event; with `thread_ts` it is a reply in that thread."""
+    """A person's message event; with `thread_ts` it is a reply in that thread.
+
+    `text` is what they typed: the event's `text` is `slack_text(text)`, its rich_text blocks
+    hold it unescaped (as Slack's do). `typed=False` sends `text` as it is.
+    """
     ts = ts or next_ts()
     event: dict[str, Any] = {
         "type": "message",
         "client_msg_id": client_msg_id or str(uuid.uuid4()),
-        "text": text,
+        "text": slack_text(text) if typed else text,
         "user": user,
         "ts": ts,
         "blocks": _rich_text(text),
@@ -283,6 +317,7 @@ def thread_broadcast_event(
     client_msg_id: str | None = None,
     channel_type: str = "channel",
     root: Mapping[str, Any] | None = None,
+    typed: bool = True,
 ) -> dict[str, Any]:
     """A thread reply also sent to the channel ("Also send to #channel")."""
     event = message_event(
@@ -293,6 +328,7 @@ def thread_broadcast_event(
         thread_ts=thread_ts,
         client_msg_id=client_msg_id,
         channel_type=channel_type,
+        typed=typed,
     )
     event["subtype"] = "thread_broadcast"
     event["root"] = (
@@ -311,9 +347,10 @@ def thread_broadcast_event(
 
 
 def message_changed_event(
-    original: Mapping[str, Any], new_text: str, *, ts: str | None = None
+    original: Mapping[str, Any], new_text: str, *, ts: str | None = None, typed: bool = True
 ) -> dict[str, Any]:
-    """The edit of `original` (a message event) to `new_text`, as Slack reports it.
+    """The edit of `original` (a message event) to `new_text` (as typed, see `message_event`), as
+    Slack reports it.
 
     The edited message sits under `message`; the event itself has no `thread_ts` or `user`.
     """
@@ -321,7 +358,7 @@ def message_changed_event(
     fields = ("type", "client_msg_id", "user", "ts", "thread_ts", "team", "parent_user_id")
     message: dict[str, Any] = {k: original[k] for k in fields if k in original}
     message.update(
-        text=new_text,
+        text=slack_text(new_text) if typed else new_text,
         blocks=_rich_text(new_text),
         edited={"user": original.get("user", USER_ID), "ts": event_ts},
     )
@@ -371,7 +408,7 @@ def bot_message_event(
     thread_ts: str | None = None,
     channel_type: str = "channel",
 ) -> dict[str, Any]:
-    """A message from a bot.
+    """A message from a bot; `text` is its mrkdwn as the bot posted it, sent unchanged.
 
     Without `bot_user_id` it is the legacy `bot_message` subtype (incoming webhooks,
     integrations). With it, it is what an app's bot posts through chat.postMessage: no
@@ -407,8 +444,12 @@ def file_share_event(
     thread_ts: str | None = None,
     client_msg_id: str | None = None,
     channel_type: str = "channel",
+    typed: bool = True,
 ) -> dict[str, Any]:
-    """A person dropping files (e.g. from `FakeSlack.add_user_file`) into a channel or thread."""
+    """A person dropping files (e.g. from `FakeSlack.add_user_file`) into a channel or thread.
+
+    The comment `text` is formatted like a message's; the files' bytes are served as they are.
+    """
     event = message_event(
         text,
         channel=channel,
@@ -417,6 +458,7 @@ def file_share_event(
         thread_ts=thread_ts,
         client_msg_id=client_msg_id,
         channel_type=channel_type,
+        typed=typed,
     )
     event.update(
         subtype="file_share", files=[dict(f) for f in files], upload=False, display_as_bot=False
@@ -434,8 +476,9 @@ def app_mention_event(
     ts: str | None = None,
     thread_ts: str | None = None,
 ) -> dict[str, Any]:
-    """An `app_mention` event; `text` should contain `<@U0BOT>`."""
+    """An `app_mention` event: the bot's mention `<@U0BOT>`, then `text` as typed."""
     event = message_event(text, channel=channel, user=user, ts=ts, thread_ts=thread_ts)
+    event["text"] = f"<@{BOT_USER_ID}> {event['text']}"
     event["type"] = "app_mention"
     del event["channel_type"]
     return event

@@ -530,3 +530,46 @@ def test_signed_requests_post_to_a_running_bolt_server(fake: FakeSlack) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_people_s_text_arrives_escaped_and_linked_as_slack_delivers_it(fake: FakeSlack) -> None:
+    typed = 'Q&A: is 3 < 5? see requests.get("https://x.org/a?b=1&c=2").'
+    delivered = 'Q&amp;A: is 3 &lt; 5? see requests.get("<https://x.org/a?b=1&amp;c=2>").'
+    assert sr.slack_text(typed) == delivered
+    event = sr.message_event(typed, thread_ts="1700000000.000100")
+    assert event["text"] == delivered
+    rich = event["blocks"][0]["elements"][0]["elements"][0]
+    assert rich == {"type": "text", "text": typed}  # rich_text blocks are not escaped
+    # Slash commands (should_escape: false) are escaped but not linked.
+    command = sr.slash_command(text="Q&A <fast> https://x.org").payload()
+    assert command["text"] == "Q&amp;A &lt;fast&gt; https://x.org"
+    edited = sr.message_changed_event(event, "a < b")
+    assert edited["message"]["text"] == "a &lt; b"
+    assert sr.file_share_event([], text="x & y")["text"] == "x &amp; y"
+    assert sr.app_mention_event("a > b")["text"] == f"<@{BOT_USER_ID}> a &gt; b"
+    # Already in Slack's format (a mention only Slack's client makes): sent as it is.
+    assert sr.message_event("hi <@U0ALICE>", typed=False)["text"] == "hi <@U0ALICE>"
+    assert sr.slash_command(text="&amp;", typed=False).payload()["text"] == "&amp;"
+    # The channel keeps a person's message as Slack does: escaped; `shown` is what people see.
+    posted = fake.post_as_user(CHANNEL_ID, "x < y & z")
+    message = fake.message(CHANNEL_ID, posted["ts"])
+    assert message is not None and message.text == "x &lt; y &amp; z"
+    assert message.shown == "x < y & z"
+
+
+def test_shown_is_what_slack_displays(fake: FakeSlack, client: WebClient) -> None:
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": "A & B"}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "<@U1> &lt;b&gt; &amp;amp;"}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "<https://x.org|docs>"}]},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "unescaped <b> vanishes"}},
+    ]
+    ts = data(client.chat_postMessage(channel=CHANNEL_ID, text="&lt;fallback&gt;", blocks=blocks))[
+        "ts"
+    ]
+    message = fake.message(CHANNEL_ID, ts)
+    assert message is not None
+    assert message.shown.splitlines() == ["A & B", "@U1 <b> &amp;", "docs", "unescaped b vanishes"]
+    plain = data(client.chat_postMessage(channel=CHANNEL_ID, text="<#C1|general> &lt;3"))["ts"]
+    shown = fake.message(CHANNEL_ID, plain)
+    assert shown is not None and shown.shown == "#general <3"
