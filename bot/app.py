@@ -90,6 +90,7 @@ def build_service(
                 settings.artbot_runner_url, settings.artbot_runner_token.get_secret_value()
             ),
             results.load_script,
+            store,
             approvers=settings.approvers,
             channels=settings.runner_channels,
         )

@@ -5,6 +5,7 @@ dry-run it and say how it went. Scripts are kept on the bot's host, one folder p
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from pathlib import Path
@@ -25,6 +26,11 @@ log = logging.getLogger(__name__)
 
 Dryrun = Callable[[Path], DryrunReport]
 REPORT_IN_MESSAGE = 2_800
+
+
+RESULT_STEP = "result"
+"""How the result buttons are remembered among the thread's question messages (no flow step
+has this id)."""
 
 
 def session_ref(key: SessionKey) -> str:
@@ -173,11 +179,12 @@ class ScriptResults:
                     f"The script is saved as `{path.name}` on the bot's host."
                 ),
             )
+        # Buttons under an older script of this thread would act on this one: they go.
+        self._poster.retire(client, key, RESULT_STEP, "Replaced by the newer script below")
         buttons = SlackMessage(
-            "What next? Approve and run / Edit an answer / Regenerate / Cancel",
-            [*sections("*What next?*"), result_buttons(session_ref(key))],
+            "What next?", [*sections("*What next?*"), result_buttons(session_ref(key))]
         )
-        self._poster.post(client, key, buttons)
+        self._poster.offer(client, key, RESULT_STEP, buttons)
         if self._dryrun is not None and report.ok:
             self._poster.post_text(
                 client,
@@ -197,7 +204,7 @@ class ScriptResults:
             )
             return
         verdict = ":white_check_mark: Dry run passed" if report.ok else ":x: Dry run failed"
-        full = report.format()
+        full = without_host_folders(report.format(), path)
         self._poster.post_text(
             client, key, (f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```")
         )
@@ -217,6 +224,14 @@ class ScriptResults:
                     key,
                     error.response.get("error"),
                 )
+
+
+def without_host_folders(text: str, script: Path) -> str:
+    """`text` with the bot host's folders around the script left out: the thread sees
+    `math-solver-001.py`, never where the bot keeps its files."""
+    for folder in {str(script.parent), str(script.resolve().parent)}:
+        text = text.replace(folder + os.sep, "")
+    return text
 
 
 def _safe(part: str) -> str:

@@ -119,18 +119,19 @@ class SlackRecords(SqlStore):
         with self._transaction() as orm:
             orm.merge(question)
 
-    def open_questions(self, key: SessionKey, step_id: str) -> list[QuestionMessage]:
-        """Messages that asked `step_id` and still show their buttons; marks them answered."""
+    def open_questions(self, key: SessionKey, step_id: str | None) -> list[QuestionMessage]:
+        """Messages that asked `step_id` (None: anything) and still show their buttons; marks
+        them answered."""
+        query = select(QuestionMessage).where(
+            QuestionMessage.team == key.team,
+            QuestionMessage.channel == key.channel,
+            QuestionMessage.thread == key.thread,
+            QuestionMessage.answered == 0,
+        )
+        if step_id is not None:
+            query = query.where(QuestionMessage.step_id == step_id)
         with self._transaction() as orm:
-            questions = orm.scalars(
-                select(QuestionMessage).where(
-                    QuestionMessage.team == key.team,
-                    QuestionMessage.channel == key.channel,
-                    QuestionMessage.thread == key.thread,
-                    QuestionMessage.step_id == step_id,
-                    QuestionMessage.answered == 0,
-                )
-            ).all()
+            questions = orm.scalars(query).all()
             for question in questions:
                 question.answered = 1
             return list(questions)

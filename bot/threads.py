@@ -11,7 +11,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.blocks import SlackMessage, answered_message, engine_message, text_message
 from bot.slack_records import SlackRecords
-from flows import Answered, Message, Question, Turn
+from flows import Answered, Cancelled, Message, Question, Turn
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,14 @@ class ThreadPoster:
             return None
         return str(response.get("ts") or "") or None
 
+    def offer(
+        self, client: WebClient, key: SessionKey, step_id: str, message: SlackMessage
+    ) -> None:
+        """Post buttons for `step_id` and remember them, so that `retire` can take them away."""
+        ts = self.post(client, key, message)
+        if ts:
+            self._records.remember_question(key, ts, step_id, message.text)
+
     def post_text(self, client: WebClient, key: SessionKey, text: str) -> str | None:
         """Post mrkdwn `text` into the thread (see `post`)."""
         return self.post(client, key, text_message(text))
@@ -56,6 +64,8 @@ class ThreadPoster:
         for effect in turn.effects:
             if isinstance(effect, Answered):
                 self.show_answer(client, key, effect)
+            elif isinstance(effect, Cancelled):
+                self.retire(client, key, None, "Cancelled")
         self.say(client, key, turn.messages)
 
     def say(self, client: WebClient, key: SessionKey, messages: Iterable[Message]) -> None:
@@ -67,8 +77,13 @@ class ThreadPoster:
 
     def show_answer(self, client: WebClient, key: SessionKey, answered: Answered) -> None:
         """Every message that asked this question loses its buttons and shows the answer."""
-        for question in self._records.open_questions(key, answered.step_id):
-            updated = answered_message(question.text, answered.shown)
+        self.retire(client, key, answered.step_id, answered.shown)
+
+    def retire(self, client: WebClient, key: SessionKey, step_id: str | None, shown: str) -> None:
+        """Messages still offering buttons for `step_id` (None: any) lose them and show `shown`:
+        the question was answered, or what the buttons offered is gone."""
+        for question in self._records.open_questions(key, step_id):
+            updated = answered_message(question.text, shown)
             try:
                 client.chat_update(
                     channel=key.channel, ts=question.ts, text=updated.text, blocks=updated.blocks

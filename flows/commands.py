@@ -22,6 +22,14 @@ def is_command(text: str) -> bool:
     return lowered in COMMANDS or lowered.startswith("edit ")
 
 
+CANCELLED = "Cancelled. Nothing was generated. Start a new session any time."
+CANCELLED_AFTER_SCRIPT = (
+    "Cancelled: this session takes no more answers. The script it generated is kept as it was "
+    "(and a run already started goes on until you cancel it on its card). Start a new session "
+    "any time."
+)
+
+
 def run_command(flow: Flow, session: Session, text: str) -> Turn | None:
     """The turn for a command, or None when `text` is not one here (then it is an answer)."""
     lowered = text.lower()
@@ -36,11 +44,8 @@ def run_command(flow: Flow, session: Session, text: str) -> Turn | None:
     if lowered == "cancel":
         if session.status == "cancelled":
             return None
-        return Turn(
-            session.changed(status="cancelled"),
-            (Notice("Cancelled. Nothing was generated. Start a new session any time."),),
-            (Cancelled(),),
-        )
+        said = CANCELLED_AFTER_SCRIPT if session.status == "complete" else CANCELLED
+        return Turn(session.changed(status="cancelled"), (Notice(said),), (Cancelled(),))
     if lowered == "restart":
         fresh = session.changed(
             answers={},

@@ -74,9 +74,11 @@ def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
     """The trained model's name, and how to call it from Python and curl."""
     model = str(data.get("model") or run.script_name.removesuffix(".py"))
     url = str(data.get("inference_url") or "http://<runner-host>:<port>/v1/")
-    step = data.get("step", "?")
+    step = data.get("step")
+    # A run that ends before its first step logged has no step to name.
+    finished = "Training finished" if step is None else f"Training finished at step {step}"
     text = (
-        f"<@{run.owner}> :white_check_mark: Training finished at step {step}. "
+        f"<@{run.owner}> :white_check_mark: {finished}. "
         f"Your model: `{escape(model)}`\n"
         f"*Python*\n```from openai import OpenAI\n\n"
         f'client = OpenAI(base_url="{escape(url)}", api_key="not-needed")\n'

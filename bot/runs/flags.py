@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from flows import hyperparameters
+
 GPU_MEMORY_FLAG = "--gpu-memory-utilization"
-GPU_MEMORY_DEFAULT = 0.7
-"""What the generated script uses when the flag is not given."""
 GPU_MEMORY_STEP = 0.15
 GPU_MEMORY_FLOOR = 0.2
 
 
-def with_lower_gpu_memory(args: list[str]) -> list[str]:
-    """`args` with the GPU memory share lowered by a step (not below the floor)."""
-    current = flag_value(args, GPU_MEMORY_FLAG) or GPU_MEMORY_DEFAULT
+def with_lower_gpu_memory(args: list[str], answers: Mapping[str, Any]) -> list[str]:
+    """`args` with the GPU memory share lowered by a step (not below the floor), from what the
+    script used: the flag's value in `args`, else the script's default, from its `answers`."""
+    script_default = float(hyperparameters(answers)["gpu_memory_utilization"])
+    current = flag_value(args, GPU_MEMORY_FLAG) or script_default
     lowered = round(max(GPU_MEMORY_FLOOR, current - GPU_MEMORY_STEP), 2)
     return with_flag(args, GPU_MEMORY_FLAG, str(lowered))
 

@@ -20,7 +20,7 @@ from bot.slack_text import clip, escape
 from bot.threads import ThreadPoster
 from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
 from runner.schemas import FixAction, JobState, JobSubmission
-from storage.sessions import SessionKey
+from storage.sessions import SessionKey, SessionStore
 
 BACKOFF_CAP = timedelta(minutes=5)
 # What the thread is told when a call to the runner fails; {error} is the runner's error.
@@ -57,6 +57,7 @@ class RunService:
         poster: ThreadPoster,
         client: RunnerClient,
         load_script: Callable[[SessionKey, str], str | None],
+        sessions: SessionStore,
         *,
         approvers: frozenset[str] = frozenset(),
         channels: frozenset[str] = frozenset(),
@@ -66,6 +67,7 @@ class RunService:
         self.poster = poster
         self.client = client
         self._load_script = load_script
+        self._sessions = sessions
         self.approvers = approvers
         self.channels = channels
         self.notifier = RunNotifier(runs, poster)
@@ -273,7 +275,8 @@ class RunService:
         args = list(run.args)
         resume = None
         if action is FixAction.retry_lower_gpu_memory:
-            args = with_lower_gpu_memory(args)
+            stored = self._sessions.get(run.key)
+            args = with_lower_gpu_memory(args, stored.session.answers if stored else {})
         else:
             resume = run.job_id
         self._start(

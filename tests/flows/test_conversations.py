@@ -269,6 +269,26 @@ def test_editing_after_completion_reopens_and_completes_again() -> None:
     assert done is not None and done.answers["run_name"] == "r-002"
 
 
+def test_cancel_after_the_script_was_generated_does_not_say_nothing_was() -> None:
+    chat = Conversation()
+    chat.play(
+        [("static", "turns"), ("single", "task"), ("Answer with the number.", "scenario_source")]
+    )
+    chat.play([("inline", "scenario_rows"), (ROWS_JSONL, "system_prompt"), ("skip", "reward")])
+    chat.play([("ruler", "judge_model"), ("1", "train_split"), ("all", "val_split")])
+    chat.play([("none", "base_model"), ("1", "project"), ("default", "run_name")])
+    chat.play([("r-001", "backend"), ("local", "hyperparameters"), ("defaults", "iteration")])
+    chat.play([("dataset", None)])
+    assert chat.session.status == "complete"
+
+    chat.say("cancel")
+
+    assert chat.session.status == "cancelled"
+    said = " ".join(chat.notices())
+    assert "Nothing was generated" not in said
+    assert "The script it generated is kept" in said and "cancel it on its card" in said
+
+
 def test_the_not_sure_option_explains_and_asks_again_without_storing() -> None:
     chat = Conversation()
     chat.say("Not sure")
