@@ -95,16 +95,13 @@ def normalize_database_url(url: str) -> URL:
     return parsed
 
 
-def is_missing_sqlite_file(url: URL) -> bool:
-    """True for an SQLite URL whose file does not exist yet (opening it would create it)."""
+def sqlite_file(url: URL) -> Path | None:
+    """The file an SQLite URL keeps its database in; None for another database, an in-memory
+    one, or a `file:` URI (which names no plain path)."""
     database = url.database
-    return (
-        url.get_backend_name() == "sqlite"
-        and bool(database)
-        and database != ":memory:"
-        and not str(database).startswith("file:")
-        and not Path(str(database)).expanduser().exists()
-    )
+    if url.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    return None if database.startswith("file:") else Path(database).expanduser()
 
 
 def create_database_engine(url: str | None = None) -> Engine:
@@ -112,9 +109,9 @@ def create_database_engine(url: str | None = None) -> Engine:
     parsed = normalize_database_url(url or default_database_url())
     if parsed.get_backend_name() != "sqlite":
         return create_engine(parsed, pool_pre_ping=True)
-    database = parsed.database
-    if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    file = sqlite_file(parsed)
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
     @event.listens_for(engine, "connect")

@@ -35,8 +35,8 @@ from sqlalchemy import Connection, MetaData, inspect
 from storage.database import (
     create_database_engine,
     default_database_url,
-    is_missing_sqlite_file,
     normalize_database_url,
+    sqlite_file,
 )
 from storage.migrations.differences import model_tables, schema_differences
 from storage.migrations.lock import locked_transaction
@@ -111,7 +111,8 @@ def current(
     chain: MigrationChain, url: str | None = None, *, schema: str | None = None
 ) -> str | None:
     """The revision of `chain` the database is at; None if unstamped (or no SQLite file yet)."""
-    if is_missing_sqlite_file(normalize_database_url(url or default_database_url())):
+    file = sqlite_file(normalize_database_url(url or default_database_url()))
+    if file is not None and not file.exists():
         return None  # asking must not create an empty database file
     engine = create_database_engine(url)
     try:

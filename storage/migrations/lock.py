@@ -11,9 +11,10 @@ import contextlib
 import fcntl
 import hashlib
 from collections.abc import Iterator
-from pathlib import Path
 
 from sqlalchemy import Connection, Engine, func, select
+
+from storage.database import sqlite_file
 
 
 @contextlib.contextmanager
@@ -31,16 +32,10 @@ def locked_transaction(engine: Engine, name: str) -> Iterator[Connection]:
 
 @contextlib.contextmanager
 def _sqlite_file_lock(engine: Engine, name: str) -> Iterator[None]:
-    database = engine.url.database
-    if (
-        engine.dialect.name != "sqlite"
-        or not database
-        or database == ":memory:"  # one connection's own database: nobody to race
-        or database.startswith("file:")
-    ):
+    path = sqlite_file(engine.url)
+    if path is None:  # PostgreSQL locks in the transaction; in-memory SQLite has nobody to race
         yield
         return
-    path = Path(database).expanduser()
     lock_path = path.with_name(f"{path.name}.{name}.migrate-lock")
     with lock_path.open("a") as lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)  # waits while another process migrates
