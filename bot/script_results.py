@@ -184,7 +184,7 @@ class ScriptResults:
         buttons = SlackMessage(
             "What next?", [*sections("*What next?*"), result_buttons(session_ref(key))]
         )
-        self._poster.offer(client, key, RESULT_STEP, buttons)
+        self._poster.offer(client, key, RESULT_STEP, "What next?", buttons)
         if self._dryrun is not None and report.ok:
             self._poster.post_text(
                 client,

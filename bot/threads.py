@@ -40,12 +40,13 @@ class ThreadPoster:
         return str(response.get("ts") or "") or None
 
     def offer(
-        self, client: WebClient, key: SessionKey, step_id: str, message: SlackMessage
+        self, client: WebClient, key: SessionKey, step_id: str, text: str, message: SlackMessage
     ) -> None:
-        """Post buttons for `step_id` and remember them, so that `retire` can take them away."""
+        """Post `message`, which asks `step_id` (as `text`), and remember it, so that `retire`
+        can take its buttons away and show what became of it."""
         ts = self.post(client, key, message)
         if ts:
-            self._records.remember_question(key, ts, step_id, message.text)
+            self._records.remember_question(key, ts, step_id, text)
 
     def post_text(self, client: WebClient, key: SessionKey, text: str) -> str | None:
         """Post mrkdwn `text` into the thread (see `post`)."""
@@ -71,9 +72,10 @@ class ThreadPoster:
     def say(self, client: WebClient, key: SessionKey, messages: Iterable[Message]) -> None:
         for message in messages:
             slack = engine_message(message)
-            ts = self.post(client, key, slack)
-            if ts and isinstance(message, Question):
-                self._records.remember_question(key, ts, message.step_id, message.text)
+            if isinstance(message, Question):
+                self.offer(client, key, message.step_id, message.text, slack)
+            else:
+                self.post(client, key, slack)
 
     def show_answer(self, client: WebClient, key: SessionKey, answered: Answered) -> None:
         """Every message that asked this question loses its buttons and shows the answer."""
