@@ -270,11 +270,7 @@ def test_editing_after_completion_reopens_and_completes_again() -> None:
 
 
 def test_cancel_after_the_script_was_generated_does_not_say_nothing_was() -> None:
-    chat = Conversation()
-    chat.play(
-        [("static", "turns"), ("single", "task"), ("Answer with the number.", "scenario_source")]
-    )
-    chat.play([("inline", "scenario_rows"), (ROWS_JSONL, "system_prompt"), ("skip", "reward")])
+    chat = single_turn_ruler_up_to_reward()
     chat.play([("ruler", "judge_model"), ("1", "train_split"), ("all", "val_split")])
     chat.play([("none", "base_model"), ("1", "project"), ("default", "run_name")])
     chat.play([("r-001", "backend"), ("local", "hyperparameters"), ("defaults", "iteration")])
