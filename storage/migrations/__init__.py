@@ -132,7 +132,8 @@ def upgrade(chain: MigrationChain, url: str | None = None, *, schema: str | None
     from alembic import command
 
     engine = create_database_engine(url)
-    lock_name = f"{chain.name}:{schema or ''}"
+    # Names the lock file beside an SQLite database too: no separator without a schema.
+    lock_name = f"{chain.name}.{schema}" if schema else chain.name
     try:
         # One transaction for the check and the change (PostgreSQL has transactional DDL).
         with locked_transaction(engine, lock_name) as connection:
