@@ -31,12 +31,12 @@ class Budget:
         with self._lock:
             now = self.clock()
             if self._used_today(user, now) >= self.tokens_per_day:
-                return "you have used today's assistant budget"
+                return "you have used today's budget"
             calls = self._calls.setdefault(user, deque())
             while calls and now - calls[0] >= 60:
                 calls.popleft()
             if len(calls) >= self.requests_per_minute:
-                return "you are asking the assistant faster than it allows; wait a minute"
+                return "you are asking faster than it allows; wait a minute"
             calls.append(now)
             return None
 

@@ -51,6 +51,8 @@ ANSWER_TOKENS = 400
 UNDERSTANDING_TOKENS = 200
 TOOLS_STEP = "tools"
 """The train-rl question whose answer tool code can propose (schemas read from the code)."""
+READABLE = frozenset({"choice", "text", "number", "path"})
+"""Questions whose free-text replies the model may read; code and data (json) are not guessed."""
 ACCEPT_WORDS = frozenset({"yes", "y", "accept", "ok", "use it"})
 REJECT_WORDS = frozenset({"no", "n", "re-answer", "reanswer"})
 
@@ -136,7 +138,7 @@ class Assistant:
             code = tool_code_in(reply)
             if code is not None:
                 return _offer_tools(flow, session, turn, code)
-        if not plain_text or len(text) > MAX_ASSISTED_CHARS:
+        if not plain_text or len(text) > MAX_ASSISTED_CHARS or question.kind not in READABLE:
             return Assisted(turn)
         return self._understand(flow, session, question, turn, text, user)
 
@@ -172,13 +174,13 @@ class Assistant:
             value = reading.get("value")
             reason = reading.get("reason", "")
             if not isinstance(understood, bool) or not isinstance(reason, str):
-                raise ModelUnavailable("the assistant's reply did not follow the schema")
+                raise ModelUnavailable("its reply did not follow the schema")
             if not understood or value is None:
                 return Assisted(refused)
             if not isinstance(value, str) or not value.strip():
-                raise ModelUnavailable("the assistant's reply did not follow the schema")
+                raise ModelUnavailable("its reply did not follow the schema")
             if values is not None and value not in values:
-                raise ModelUnavailable("the assistant picked something that is not an option")
+                raise ModelUnavailable("it picked something that is not an option")
         except ModelUnavailable as why:
             return Assisted(_with_note(refused, _note(str(why))))
         value = value.strip()

@@ -90,20 +90,20 @@ class OpenAIChatModel:
                     response_format=response_format,
                 )
         except openai.APITimeoutError:
-            raise ModelUnavailable("the assistant took too long") from None
+            raise ModelUnavailable("it took too long") from None
         except openai.RateLimitError:
-            raise ModelUnavailable("the assistant is rate-limited right now") from None
+            raise ModelUnavailable("it is rate-limited right now") from None
         except openai.APIStatusError as error:
-            raise ModelUnavailable(f"the assistant's server answered {error.status_code}") from None
+            raise ModelUnavailable(f"its server answered {error.status_code}") from None
         except openai.APIConnectionError:
-            raise ModelUnavailable("the assistant's server cannot be reached") from None
+            raise ModelUnavailable("its server cannot be reached") from None
         except openai.OpenAIError:
-            raise ModelUnavailable("the assistant's reply could not be read") from None
+            raise ModelUnavailable("its reply could not be read") from None
         if not response.choices:
-            raise ModelUnavailable("the assistant's reply was empty")
+            raise ModelUnavailable("its reply was empty")
         text = response.choices[0].message.content
         if not isinstance(text, str) or not text.strip():
-            raise ModelUnavailable("the assistant's reply was empty")
+            raise ModelUnavailable("its reply was empty")
         tokens = response.usage.total_tokens if response.usage is not None else 0
         return Completion(text, tokens or _estimate_tokens(messages, text))
 
@@ -118,7 +118,7 @@ def read_json_object(text: str) -> dict[str, Any]:
     try:
         loaded = json.loads(text)
     except json.JSONDecodeError:
-        raise ModelUnavailable("the assistant's reply was not valid JSON") from None
+        raise ModelUnavailable("its reply was not valid JSON") from None
     if not isinstance(loaded, dict):
-        raise ModelUnavailable("the assistant's reply was not a JSON object")
+        raise ModelUnavailable("its reply was not a JSON object")
     return loaded
