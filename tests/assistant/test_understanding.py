@@ -34,12 +34,14 @@ def test_the_bigger_qwen_is_understood_and_stored_only_when_accepted(
 
     assert assisted.turn.session == session  # nothing stored, no failure counted
     assert assisted.turn.messages == ()
-    assert assisted.proposal == Proposal(
+    proposal = assisted.proposal
+    assert proposal == Proposal(
         "base_model", BIGGER_QWEN, BIGGER_QWEN, "The bigger of the two Qwen models."
     )
-    assert "I read that as: *Qwen/Qwen3-30B-A3B-Instruct-2507*" in assisted.proposal.text
+    assert proposal is not None
+    assert "I read that as: *Qwen/Qwen3-30B-A3B-Instruct-2507*" in proposal.text
 
-    accepted = advance(TRAIN_RL, session, assisted.proposal.as_reply())
+    accepted = advance(TRAIN_RL, session, proposal.as_reply())
     typed = advance(TRAIN_RL, session, Reply(text=BIGGER_QWEN))
     assert accepted.session.answers == typed.session.answers
     assert accepted.session.answers["base_model"] == BIGGER_QWEN
