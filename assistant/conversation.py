@@ -187,15 +187,9 @@ class Assistant:
         reason = _clip(redact_secrets(reason), 300)
         proposal = _trial(flow, session, question.step_id, value, reason)
         if proposal is None or len(value) > MAX_PROPOSED_CHARS:
-            return Assisted(
-                _with_note(
-                    refused,
-                    Notice(
-                        f"(The assistant read it as “{_clip(value, 80)}”, which is not a valid "
-                        "answer either.)"
-                    ),
-                )
-            )
+            read_as = _clip(redact_secrets(value), 80)
+            note = f"(The assistant read it as “{read_as}”, which is not a valid answer either.)"
+            return Assisted(_with_note(refused, Notice(note)))
         return Assisted(Turn(session), proposal)
 
     def _call(
