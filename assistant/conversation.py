@@ -74,6 +74,22 @@ class Proposal:
         reason = f"\n{self.reason}" if self.reason else ""
         return f"I read that as: *{self.shown}*.{reason}\nUse it?"
 
+    def to_json(self) -> str:
+        """The proposal as an edge carries it until the user decides (a Slack button's value
+        holds at most 2,000 characters: a longer one is kept server-side)."""
+        return json.dumps(
+            {"step": self.step_id, "text": self.reply_text, "shown": self.shown, "why": self.reason}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Proposal:
+        """The proposal `to_json` wrote; ValueError for anything else (a forged value)."""
+        data = json.loads(text)
+        fields = ("step", "text", "shown", "why")
+        if not isinstance(data, dict) or any(not isinstance(data.get(f), str) for f in fields):
+            raise ValueError("not a proposal")
+        return cls(data["step"], data["text"], data["shown"], data["why"])
+
     def as_reply(self) -> Reply:
         """The accepted proposal, as the reply the engine receives (refused as stale if the
         question has moved on meanwhile)."""

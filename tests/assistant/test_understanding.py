@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from assistant import Assistant, Proposal, read_confirmation
 from flows import TRAIN_RL, Answered, Notice, Problem, Reply, advance
 from tests.assistant.conftest import (
@@ -151,3 +153,16 @@ def test_yes_and_no() -> None:
     assert read_confirmation("no") is False
     assert read_confirmation("re-answer") is False
     assert read_confirmation("the smaller one") is None
+
+
+def test_a_proposal_travels_as_json_and_nothing_else_reads_as_one() -> None:
+    proposal = Proposal("base_model", BIGGER_QWEN, BIGGER_QWEN, "The bigger Qwen.")
+
+    assert Proposal.from_json(proposal.to_json()) == proposal
+    for forged in (
+        '{"step": "run_name"}',
+        "[]",
+        '{"step": 1, "text": "x", "shown": "", "why": ""}',
+    ):
+        with pytest.raises(ValueError):
+            Proposal.from_json(forged)
