@@ -15,12 +15,12 @@ SECONDS_PER_DAY = 86_400
 class Budget:
     """How much of the model each user may use. Thread-safe (the Slack bot serves many users).
 
-    `clock` returns seconds (monotonic); tests pass their own.
+    `clock` returns seconds since the epoch (a day is a UTC day); tests pass their own.
     """
 
     requests_per_minute: int
     tokens_per_day: int
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = time.time
     _calls: dict[str, deque[float]] = field(default_factory=dict, init=False)
     _tokens: dict[str, tuple[int, int]] = field(default_factory=dict, init=False)
     """user -> (day number, tokens used that day)."""

@@ -89,6 +89,22 @@ def test_hold_out_a_fifth_becomes_0_2(assistant: Assistant, fake: FakeOpenAI) ->
     assert stored.answers["val_fraction"] == 0.2
 
 
+def test_a_choice_that_takes_other_values_gets_any_valid_one(
+    assistant: Assistant, fake: FakeOpenAI
+) -> None:
+    session = session_after(SINGLE_TURN_TO_VALIDATION[:7])  # up to the judge model
+    assert open_step(session) == "judge_model"
+    fake.script(reading("anthropic/claude-sonnet-4-5", "Claude as the judge."))
+
+    assisted = assistant.respond(TRAIN_RL, session, Reply(text="use claude as judge"), USER)
+
+    (request,) = fake.requests
+    schema = request["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["value"] == {"type": ["string", "null"]}
+    assert assisted.proposal is not None
+    assert assisted.proposal.reply_text == "anthropic/claude-sonnet-4-5"
+
+
 def test_a_reading_the_engine_refuses_is_not_offered(
     assistant: Assistant, fake: FakeOpenAI
 ) -> None:
