@@ -271,6 +271,22 @@ class JobProcess:
         if self._popen is not None:
             self._popen.poll()
 
+    def release(self) -> None:
+        """Let the supervisor start the command (its launch is recorded by now)."""
+        assert self._popen is not None and self._popen.stdin is not None
+        with self._popen.stdin as gate:
+            gate.write(supervise.GO_LINE)
+
+    def abandon(self) -> None:
+        """Give up a launch that could not be recorded: the supervisor sees EOF and runs nothing."""
+        assert self._popen is not None and self._popen.stdin is not None
+        self._popen.stdin.close()
+        self._popen.wait()
+
+    def released(self) -> bool:
+        """Whether the supervisor was told to start the command (it may have ended since)."""
+        return (self.runner_dir / supervise.RELEASED_FILE).exists()
+
     def exit_status(self) -> ExitStatus | None:
         """The command's exit as the supervisor recorded it, or None (the supervisor was killed)."""
         try:
@@ -287,13 +303,17 @@ class JobProcess:
 def launch(
     argv: Sequence[str], env: Mapping[str, str], run_dir: Path, runner_dir: Path
 ) -> JobProcess:
-    """Start the supervisor in a new session (its own process group), without a shell."""
+    """Start the supervisor in a new session (its own process group), without a shell.
+
+    It waits for `release()` before it runs the command: record its pid first."""
+    for name in supervise.RUN_FILES:  # an earlier launch that was never released
+        (runner_dir / name).unlink(missing_ok=True)
     with (runner_dir / supervise.SUPERVISOR_LOG).open("ab") as supervisor_log:
         popen = subprocess.Popen(
             list(argv),
             cwd=run_dir,
             env=dict(env),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # the release gate: `go`, or EOF if the runner dies first
             stdout=supervisor_log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

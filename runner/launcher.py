@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,7 +48,11 @@ class JobLauncher:
         recorder: JobRecorder,
         probe: GpuProbe,
         environ: Mapping[str, str],
+        after_launch: Callable[[JobProcess], None] | None = None,
     ) -> None:
+        """`after_launch(process)` runs between the launch and its record (a fault to inject in
+        tests: a runner that dies there)."""
+        self._after_launch = after_launch or (lambda process: None)
         self._settings = settings
         self._workdir = workdir
         self._recorder = recorder
@@ -116,8 +120,15 @@ class JobLauncher:
             folder.runner_dir, folder.run_dir, self._settings.log_max_bytes, plan.command
         )
         process = executor.launch(argv, plan.env, folder.run_dir, folder.runner_dir)
-        running = self._recorder.running(job, process)
-        if running is None:  # pragma: no cover - only this thread moves a starting job
-            raise RuntimeError(f"job {job.id} left the starting state while it was launched")
+        # The supervisor waits for release(): until the pid is stored, nothing of the job runs,
+        # and if this runner dies first the supervisor exits (its stdin ends) having run nothing.
+        try:
+            self._after_launch(process)
+            if self._recorder.running(job, process) is None:  # pragma: no cover
+                raise RuntimeError(f"job {job.id} left the starting state while it was launched")
+        except BaseException:
+            process.abandon()
+            raise
+        process.release()
         log.info("job %s started pid=%d gpus=%s", job.id, process.pid, job.gpus)
         return process

@@ -9,13 +9,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import uvicorn
 from sqlalchemy.exc import SQLAlchemyError
 
 from runner.api import create_app, wrap
+from runner.executor import JobProcess
 from runner.gpu import GpuProbe
 from runner.migrations import RUNNER_DATABASE
 from runner.service import JobService
@@ -31,7 +32,10 @@ EXIT_USAGE = 2
 
 
 def build_service(
-    settings: RunnerSettings, *, environ: Mapping[str, str] | None = None
+    settings: RunnerSettings,
+    *,
+    environ: Mapping[str, str] | None = None,
+    after_launch: Callable[[JobProcess], None] | None = None,
 ) -> JobService:
     """The job service for `settings`, on its database brought to the newest schema first;
     SettingsError for a database that is unusable."""
@@ -47,7 +51,13 @@ def build_service(
         raise SettingsError(
             f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {database_problem(error)}"
         ) from None
-    return JobService(settings, store, gpu_probe=GpuProbe(settings.nvidia_smi), environ=environ)
+    return JobService(
+        settings,
+        store,
+        gpu_probe=GpuProbe(settings.nvidia_smi),
+        environ=environ,
+        after_launch=after_launch,
+    )
 
 
 def serve(host: str | None = None, port: int | None = None) -> int:

@@ -12,11 +12,12 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata as package_metadata
 from pathlib import Path
 
 from runner.errors import InvalidSubmission, JobRequestError, ResumeConflict
+from runner.executor import JobProcess
 from runner.gpu import GpuProbe, default_slots
 from runner.job_folder import runner_dir
 from runner.launcher import JobLauncher
@@ -47,7 +48,9 @@ class JobService:
         *,
         gpu_probe: GpuProbe | None = None,
         environ: Mapping[str, str] | None = None,
+        after_launch: Callable[[JobProcess], None] | None = None,
     ) -> None:
+        """`after_launch` runs between a job's launch and its record (tests inject faults)."""
         self.settings = settings
         self.store = store
         self.notifier = EventNotifier()
@@ -64,6 +67,7 @@ class JobService:
             self._recorder,
             self._probe,
             dict(os.environ if environ is None else environ),
+            after_launch,
         )
         self._monitors = JobMonitors(
             settings, self.workdir, self._recorder, launcher, on_end=self._job_ended

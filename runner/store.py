@@ -172,9 +172,9 @@ class JobChanges(TypedDict, total=False):
     """Columns a state change may set besides the state."""
 
     gpus: list[int]
-    pid: int
+    pid: int | None
     process_start: str | None
-    started_at: datetime
+    started_at: datetime | None
     finished_at: datetime
     cancel_requested_at: datetime
     exit_code: int | None
