@@ -71,6 +71,15 @@ _GPU_MEMORY_FLAG = "--gpu-memory-utilization"
 _GPU_MEMORY_CONSTANT = re.compile(r"^GPU_MEMORY_UTILIZATION\s*=\s*([0-9.]+)\s*$", re.M)
 
 
+RUNNER_SET_ENV = ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "PYTHONUNBUFFERED")
+"""Set by the runner for every job (with its marker, ARTBOT_RUNNER_JOB_ID)."""
+
+
+def passed_env_names(secret_names: Sequence[str]) -> frozenset[str]:
+    """Every variable a job may get: the allow-list, the operator's secrets, the runner's own."""
+    return frozenset((*ALLOWED_ENV, *secret_names, *RUNNER_SET_ENV))
+
+
 def build_env(
     source: Mapping[str, str],
     secret_names: Sequence[str],

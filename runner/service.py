@@ -17,7 +17,7 @@ from importlib import metadata as package_metadata
 from pathlib import Path
 
 from runner.errors import InvalidSubmission, JobRequestError, ResumeConflict
-from runner.executor import JobProcess
+from runner.executor import JobProcess, passed_env_names
 from runner.gpu import GpuProbe, default_slots
 from runner.job_folder import runner_dir
 from runner.launcher import JobLauncher
@@ -55,6 +55,7 @@ class JobService:
         self.store = store
         self.notifier = EventNotifier()
         self.workdir = settings.resolved_workdir
+        self._passed_env = passed_env_names(settings.secret_names)
         self._probe = gpu_probe or GpuProbe(settings.nvidia_smi)
         configured = settings.slots
         self.slots = SlotPool(
@@ -101,7 +102,7 @@ class JobService:
 
     def submit(self, submission: JobSubmission) -> tuple[Job, bool]:
         """Queue a job, or return the one this idempotency key already made: (job, created)."""
-        check_submission(submission)
+        check_submission(submission, self._passed_env)
         job_id = uuid.uuid4().hex
         run_dir = str(self.workdir / job_id)
         # A retry of a resume must find its job, not trip over it as the folder's user.

@@ -22,6 +22,9 @@ __all__ = ["RunnerSettings", "SettingsError", "load_settings"]
 
 ENV_PREFIX = "ARTBOT_RUNNER_"
 MIN_TOKEN_CHARS = 16
+MAX_RUNTIME_LIMIT_S = 366 * 24 * 3600.0
+"""A year: a deadline must stay a datetime, and a longer run is a mistake, not a plan."""
+MAX_LOG_BYTES = 1024**4
 COMMAND_FIELDS = frozenset({"script", "python", "workdir"})
 
 
@@ -64,22 +67,33 @@ class RunnerSettings(BaseSettings):
         ),
     )
     cancel_grace_s: float = Field(
-        default=30.0, gt=0, le=3600, description="SIGTERM, then SIGKILL after this"
+        default=30.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="SIGTERM, then SIGKILL after this",
     )
     max_runtime_s: float | None = Field(
         default=48 * 3600.0,
-        gt=0,
+        ge=1,
+        le=MAX_RUNTIME_LIMIT_S,
+        allow_inf_nan=False,
         description='a job running longer is stopped and fails (timeout); "none": no limit',
     )
     log_max_bytes: int = Field(
         default=50_000_000,
         ge=64 * 1024,
+        le=MAX_LOG_BYTES,
         description="a job's output log keeps its head and tail within this",
     )
     host: str = Field(default="127.0.0.1", description="address to listen on")
     port: int = Field(default=8700, ge=0, le=65535)
     poll_interval_s: float = Field(
-        default=0.5, gt=0, le=10, description="how often a running job's files are read"
+        default=0.5,
+        ge=0.01,
+        le=10,
+        allow_inf_nan=False,
+        description="how often a running job's files are read",
     )
     nvidia_smi: str = Field(default="nvidia-smi", description="the nvidia-smi command")
 
@@ -102,9 +116,18 @@ class RunnerSettings(BaseSettings):
     @field_validator("max_runtime_s", mode="before")
     @classmethod
     def _no_limit(cls, value: object) -> object:
-        return (
-            None if isinstance(value, str) and value.strip().lower() in ("", "none", "0") else value
-        )
+        if not isinstance(value, str):
+            return value
+        text = value.strip().lower()
+        if text in ("", "none"):
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            return value  # pydantic says it is not a number
+        if number == 0:
+            raise ValueError('0 is no limit in some programs: say "none" for no limit')
+        return value
 
     @field_validator("command")
     @classmethod
@@ -137,6 +160,9 @@ class RunnerSettings(BaseSettings):
         bad = [name for name in _names(value) if not re.fullmatch(ENV_NAME_PATTERN, name)]
         if bad:
             raise ValueError(f"not environment variable names: {', '.join(bad)}")
+        own = [name for name in _names(value) if name.startswith(ENV_PREFIX)]
+        if own:
+            raise ValueError(f"the runner's own settings never go to jobs: {', '.join(own)}")
         return value
 
     # -- derived --

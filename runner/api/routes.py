@@ -15,6 +15,8 @@ from runner.service import EVENTS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
 
 MAX_WAIT_S = 30.0
 DEFAULT_LOG_TAIL_BYTES = 64 * 1024
+MAX_SEQ = 2**31 - 1
+"""The largest seq a job can have: events are numbered in a 32-bit column (PostgreSQL INTEGER)."""
 JOB_ID = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 
 
@@ -66,9 +68,14 @@ def get_job(job_id: JobId, service: Service) -> Job:
 async def events(
     job_id: JobId,
     service: Service,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[
-        float, Query(ge=0, description=f"seconds to wait for an event (at most {MAX_WAIT_S:g})")
+        float,
+        Query(
+            ge=0,
+            allow_inf_nan=False,
+            description=f"seconds to wait for an event (at most {MAX_WAIT_S:g})",
+        ),
     ] = 0.0,
     limit: Annotated[int, Query(ge=1, le=EVENTS_PAGE_LIMIT)] = EVENTS_PAGE_LIMIT,
 ) -> EventsPage:
