@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from runner.api import create_app, wrap
 from runner.executor import JobProcess
 from runner.gpu import GpuProbe
+from runner.hardening import filter_log_handlers, forbid_inspection
 from runner.migrations import RUNNER_DATABASE
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
@@ -64,12 +65,16 @@ def serve(host: str | None = None, port: int | None = None) -> int:
     """Serve until interrupted. Jobs keep running when the runner stops; the next one
     re-attaches them."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # Before anything else: jobs of this user must not read the token from /proc/<pid>/environ.
+    if not forbid_inspection():
+        log.warning("cannot make the runner non-dumpable: its user's processes can read its memory")
     try:
         settings = load_settings()
         service = build_service(settings)
     except SettingsError as error:
         print(error, file=sys.stderr)
         return EXIT_USAGE
+    filter_log_handlers(service.redactor.text)
     host = host or settings.host
     port = settings.port if port is None else port
     if host not in ("127.0.0.1", "::1", "localhost"):
@@ -90,6 +95,7 @@ def serve(host: str | None = None, port: int | None = None) -> int:
             host=host,
             port=port,
             log_level="info",
+            log_config=None,  # uvicorn's records go to the root handler and its filters
             timeout_graceful_shutdown=5,
         )
         _GracefulServer(config).run()

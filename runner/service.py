@@ -26,6 +26,7 @@ from runner.monitor import JobMonitors
 from runner.notifier import EventNotifier
 from runner.recorder import JobRecorder
 from runner.recovery import recover_jobs
+from runner.redact import Redactor
 from runner.scheduler import Scheduler, SlotPool
 from runner.schemas import EventsPage, Health, Job, JobState, JobSubmission, LogTail
 from runner.settings import RunnerSettings
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 EVENTS_PAGE_LIMIT = 500
 MAX_LOG_TAIL_BYTES = 1024 * 1024
+REDACTION_MARGIN_BYTES = 1024
 
 
 class JobService:
@@ -61,13 +63,20 @@ class JobService:
         self.slots = SlotPool(
             configured if configured is not None else default_slots(self._probe.snapshot())
         )
-        self._recorder = JobRecorder(store, self.notifier)
+        source_env = dict(os.environ if environ is None else environ)
+        self.redactor = Redactor(
+            {
+                **{name: source_env.get(name, "") for name in settings.secret_names},
+                "ARTBOT_RUNNER_TOKEN": settings.token.get_secret_value(),
+            }
+        )
+        self._recorder = JobRecorder(store, self.notifier, self.redactor)
         launcher = JobLauncher(
             settings,
             self.workdir,
             self._recorder,
             self._probe,
-            dict(os.environ if environ is None else environ),
+            source_env,
             after_launch,
         )
         self._monitors = JobMonitors(
@@ -144,11 +153,20 @@ class JobService:
         return self._view(job)
 
     def log_tail(self, job_id: str, tail_bytes: int) -> LogTail:
-        """The end of the job's output, at most MAX_LOG_TAIL_BYTES."""
+        """The end of the job's output, at most MAX_LOG_TAIL_BYTES, secrets redacted.
+
+        Read with a margin before the cut and redacted whole, so that a secret the cut would
+        split is replaced before the cut, not shown in part."""
         self.store.require(job_id)
         tail_bytes = max(0, min(tail_bytes, MAX_LOG_TAIL_BYTES))
-        tail = read_tail(runner_dir(self.workdir, job_id), tail_bytes)
-        return LogTail(job_id=job_id, text=tail.text, truncated=tail.truncated)
+        margin = max(REDACTION_MARGIN_BYTES, 4 * self.redactor.longest)
+        tail = read_tail(runner_dir(self.workdir, job_id), tail_bytes + margin)
+        text = self.redactor.text(tail.text).encode()
+        truncated = tail.truncated or len(text) > tail_bytes
+        kept = text[len(text) - tail_bytes :] if tail_bytes else b""
+        return LogTail(
+            job_id=job_id, text=kept.decode("utf-8", errors="ignore"), truncated=truncated
+        )
 
     def health(self) -> Health:
         """Version, GPUs, slots and the queue, for /health."""
