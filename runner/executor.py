@@ -20,6 +20,7 @@ from pathlib import Path
 from runner import supervise
 from runner.failures import make_failure, stale_gpu_failure
 from runner.gpu import GpuInfo
+from runner.job_user import JobUser
 from runner.processes import JOB_MARKER_ENV, is_alive, process_start_id
 from runner.schemas import Failure, FailureKind
 
@@ -134,9 +135,15 @@ def gpu_memory_fraction(script: str, args: Sequence[str]) -> float | None:
 
 
 def supervisor_argv(
-    runner_dir: Path, run_dir: Path, max_bytes: int, command: Sequence[str]
+    runner_dir: Path,
+    run_dir: Path,
+    max_bytes: int,
+    command: Sequence[str],
+    user: JobUser | None = None,
 ) -> list[str]:
-    """The supervisor, run by path in isolated mode: it needs nothing but the standard library."""
+    """The supervisor, run by path in isolated mode: it needs nothing but the standard library.
+    With `user`, it runs the command as that user."""
+    as_user = ["--user", str(user.uid), "--group", str(user.gid)] if user is not None else []
     return [
         sys.executable,
         "-I",
@@ -147,6 +154,7 @@ def supervisor_argv(
         str(run_dir),
         "--max-bytes",
         str(max_bytes),
+        *as_user,
         "--",
         *command,
     ]

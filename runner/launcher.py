@@ -54,6 +54,7 @@ class JobLauncher:
         tests: a runner that dies there)."""
         self._after_launch = after_launch or (lambda process: None)
         self._settings = settings
+        self._job_user = settings.job_account
         self._workdir = workdir
         self._recorder = recorder
         self._probe = probe
@@ -82,6 +83,9 @@ class JobLauncher:
         env = executor.build_env(
             self._environ, self._settings.secret_names, job.id, self._gpus(job), folder.run_dir
         )
+        if self._job_user is not None:
+            self._job_user.give(folder.run_dir)
+            env.update(self._job_user.env())
         command = [
             *self._settings.command_argv(script, folder.run_dir),
             *executor.script_args(job.script, folder.run_dir, job.args),
@@ -117,7 +121,11 @@ class JobLauncher:
     def _start_supervisor(self, job: JobRow, plan: _Plan) -> JobProcess:
         folder = plan.folder
         argv = executor.supervisor_argv(
-            folder.runner_dir, folder.run_dir, self._settings.log_max_bytes, plan.command
+            folder.runner_dir,
+            folder.run_dir,
+            self._settings.log_max_bytes,
+            plan.command,
+            self._job_user,
         )
         process = executor.launch(argv, plan.env, folder.run_dir, folder.runner_dir)
         # The supervisor waits for release(): until the pid is stored, nothing of the job runs,

@@ -163,7 +163,7 @@ class JobService:
         tail = read_tail(runner_dir(self.workdir, job_id), tail_bytes + margin)
         text = self.redactor.text(tail.text).encode()
         truncated = tail.truncated or len(text) > tail_bytes
-        kept = text[len(text) - tail_bytes :] if tail_bytes else b""
+        kept = text[max(0, len(text) - tail_bytes) :] if tail_bytes else b""
         return LogTail(
             job_id=job_id, text=kept.decode("utf-8", errors="ignore"), truncated=truncated
         )

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.from_environment import SettingsError, load_from_environment
 from runner.gpu import parse_slots
+from runner.job_user import JobUser, can_switch_users
 from runner.schemas import ENV_NAME_PATTERN
 from storage.database import data_dir
 
@@ -96,6 +97,11 @@ class RunnerSettings(BaseSettings):
         description="how often a running job's files are read",
     )
     nvidia_smi: str = Field(default="nvidia-smi", description="the nvidia-smi command")
+    job_user: str | None = Field(
+        default=None,
+        description="an unprivileged user jobs run as (the runner must be root or hold "
+        "CAP_SETUID and CAP_SETGID); unset: jobs run as the runner's user",
+    )
 
     @field_validator("token")
     @classmethod
@@ -105,6 +111,19 @@ class RunnerSettings(BaseSettings):
                 f"must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
             )
         return value
+
+    @field_validator("job_user")
+    @classmethod
+    def _job_user_exists(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        JobUser.named(value.strip())
+        if not can_switch_users():
+            raise ValueError(
+                "the runner cannot start processes as another user: run it as root "
+                "(or with CAP_SETUID and CAP_SETGID), or leave this unset"
+            )
+        return value.strip()
 
     @field_validator("gpu_slots")
     @classmethod
@@ -166,6 +185,10 @@ class RunnerSettings(BaseSettings):
         return value
 
     # -- derived --
+
+    @property
+    def job_account(self) -> JobUser | None:
+        return JobUser.named(self.job_user) if self.job_user else None
 
     @property
     def secret_names(self) -> list[str]:

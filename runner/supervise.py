@@ -1,6 +1,7 @@
 """The job supervisor: the first process of every job, between the runner and the training script.
 
-    python -I supervise.py --dir JOB_RUNNER_DIR --max-bytes N --cwd RUN_DIR -- COMMAND...
+    python -I supervise.py --dir JOB_RUNNER_DIR --max-bytes N --cwd RUN_DIR [--user UID
+        --group GID] -- COMMAND...
 
 It starts nothing until the runner says so: it reads its stdin (a pipe from the runner) and runs
 the command only after the line `go`, which the runner writes once it has recorded the
@@ -182,6 +183,10 @@ def main(argv: list[str] | None = None, release: Callable[[], bool] = wait_for_r
     parser.add_argument("--dir", type=Path, required=True, help="the job's runner folder")
     parser.add_argument("--cwd", type=Path, required=True, help="the command's working directory")
     parser.add_argument("--max-bytes", type=int, required=True)
+    parser.add_argument(
+        "--user", type=int, default=None, help="run the command as this uid (and its gid)"
+    )
+    parser.add_argument("--group", type=int, default=None)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -198,11 +203,17 @@ def main(argv: list[str] | None = None, release: Callable[[], bool] = wait_for_r
     (folder / RELEASED_FILE).touch()
     log = CappedLog(folder, args.max_bytes)
     started = time.time()
+    user: int | None = args.user
+    group: int | None = args.group
     try:
         process = subprocess.Popen(
             command,
             cwd=args.cwd,
             stdin=subprocess.DEVNULL,
+            # As the job user, with its own group only: nothing of the supervisor's groups.
+            user=user,
+            group=group,
+            extra_groups=None if user is None else [],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             close_fds=True,
