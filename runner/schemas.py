@@ -120,6 +120,15 @@ class Job(BaseModel):
     )
 
 
+class JobsPage(BaseModel):
+    """GET /jobs?state=...&before=ID&limit=N: jobs newest first."""
+
+    jobs: list[Job]
+    next_before: str | None = Field(
+        default=None, description="pass as `before` for the next page; null on the last page"
+    )
+
+
 class JobEvent(BaseModel):
     """One entry of a job's append-only event log."""
 

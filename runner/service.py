@@ -12,11 +12,12 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from importlib import metadata as package_metadata
 from pathlib import Path
 
-from runner.errors import InvalidSubmission, JobRequestError, ResumeConflict
+from runner.errors import InvalidQuery, InvalidSubmission, JobRequestError, ResumeConflict
 from runner.executor import JobProcess, passed_env_names
 from runner.gpu import GpuProbe, default_slots
 from runner.job_folder import runner_dir
@@ -27,8 +28,9 @@ from runner.notifier import EventNotifier
 from runner.recorder import JobRecorder
 from runner.recovery import recover_jobs
 from runner.redact import Redactor
+from runner.retention import SWEEP_INTERVAL_S, RetentionPolicy, RetentionSweeper
 from runner.scheduler import Scheduler, SlotPool
-from runner.schemas import EventsPage, Health, Job, JobState, JobSubmission, LogTail
+from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
 from runner.settings import RunnerSettings
 from runner.store import JobRow, JobStore
 from runner.validation import check_submission
@@ -36,6 +38,7 @@ from runner.validation import check_submission
 log = logging.getLogger(__name__)
 
 EVENTS_PAGE_LIMIT = 500
+JOBS_PAGE_LIMIT = 200
 MAX_LOG_TAIL_BYTES = 1024 * 1024
 REDACTION_MARGIN_BYTES = 1024
 
@@ -83,6 +86,11 @@ class JobService:
             settings, self.workdir, self._recorder, launcher, on_end=self._job_ended
         )
         self._scheduler = Scheduler(store, self.slots, start=self._monitors.spawn)
+        self.retention = RetentionPolicy(
+            max_age=timedelta(days=settings.retention_days) if settings.retention_days else None,
+            max_bytes=settings.retention_max_bytes,
+        )
+        self._sweeper = RetentionSweeper(store, self.workdir, self.retention, SWEEP_INTERVAL_S)
 
     # -- lifecycle --
 
@@ -91,12 +99,14 @@ class JobService:
         self.workdir.mkdir(parents=True, exist_ok=True)
         recover_jobs(self._recorder, self.slots, self._monitors, self.workdir)
         self._scheduler.start()
+        self._sweeper.start()
 
     def stop(self, *, cancel_jobs: bool = False, timeout_s: float = 10.0) -> None:
         """Stop scheduling and following. Jobs keep running (the next runner re-attaches them)
         unless `cancel_jobs`, which stops them as a cancel does. Queued jobs stay queued."""
         # The scheduler first: a slot freed by a cancel below must not start the next job.
         self._scheduler.stop(timeout_s)
+        self._sweeper.stop(timeout_s)
         if cancel_jobs:
             for job_id in self._monitors.job_ids():
                 with contextlib.suppress(JobRequestError):
@@ -129,6 +139,26 @@ class JobService:
     def job(self, job_id: str) -> Job:
         """The job as the API shows it."""
         return self._view(self.store.require(job_id))
+
+    def jobs(self, states: Sequence[JobState], before: str | None, limit: int) -> JobsPage:
+        """Jobs newest first, filtered by state; `before` (a job id) pages on from that job."""
+        cursor = None
+        if before is not None:
+            cursor = self.store.get(before) if len(before) <= 64 else None
+            if cursor is None:
+                raise InvalidQuery(f"before: there is no job {before!r}")
+        limit = max(1, min(limit, JOBS_PAGE_LIMIT))
+        rows = self.store.page(states, cursor, limit + 1)
+        shown = rows[:limit]
+        queued = (
+            self.store.in_states([JobState.queued])
+            if any(job.state is JobState.queued for job in shown)
+            else []
+        )
+        return JobsPage(
+            jobs=[job.to_job(_position(job, queued)) for job in shown],
+            next_before=shown[-1].id if len(rows) > limit else None,
+        )
 
     def events(self, job_id: str, after: int = 0, limit: int = EVENTS_PAGE_LIMIT) -> EventsPage:
         """Events after `after`, and whether the job is finished with nothing more to read."""
@@ -204,16 +234,24 @@ class JobService:
         return job.to_job(self._queue_position(job) if job.state is JobState.queued else None)
 
     def _queue_position(self, job: JobRow) -> int:
-        """1 + the queued local jobs ahead of it (serverless jobs wait for nothing: 1)."""
-        if job.backend != "local":
-            return 1
-        queued = self.store.in_states([JobState.queued])
-        ahead = [
-            other
-            for other in queued
-            if other.backend == "local" and (other.created_at, other.id) < (job.created_at, job.id)
-        ]
-        return len(ahead) + 1
+        position = _position(job, self.store.in_states([JobState.queued]))
+        assert position is not None
+        return position
+
+
+def _position(job: JobRow, queued: list[JobRow]) -> int | None:
+    """A queued job's place: 1 + the queued local jobs ahead of it (serverless jobs wait for
+    nothing: 1); None for a job that is not queued."""
+    if job.state is not JobState.queued:
+        return None
+    if job.backend != "local":
+        return 1
+    ahead = [
+        other
+        for other in queued
+        if other.backend == "local" and (other.created_at, other.id) < (job.created_at, job.id)
+    ]
+    return len(ahead) + 1
 
 
 def _version() -> str:

@@ -29,6 +29,25 @@ MAX_LOG_BYTES = 1024**4
 COMMAND_FIELDS = frozenset({"script", "python", "workdir"})
 
 
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+MIN_SIZE_BYTES = 1024**2
+MAX_SIZE_BYTES = 1024**5
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes from `123`, `512M`, `64G`, `1.5T` (powers of 1024); None for "" or "none"."""
+    if text.strip().lower() in ("", "none"):
+        return None
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a size: write e.g. 512M, 64G or 2T")
+    size = int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    if not MIN_SIZE_BYTES <= size <= MAX_SIZE_BYTES:
+        raise ValueError(f"{text!r} is out of range: 1M to 1024T")
+    return size
+
+
 def _names(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
@@ -97,6 +116,23 @@ class RunnerSettings(BaseSettings):
         description="how often a running job's files are read",
     )
     nvidia_smi: str = Field(default="nvidia-smi", description="the nvidia-smi command")
+    retention_days: float | None = Field(
+        default=30.0,
+        gt=0,
+        le=36500,
+        allow_inf_nan=False,
+        description='finished jobs (folders and rows) older than this are removed; "none": kept',
+    )
+    retention_max_bytes: int | None = Field(
+        default=None,
+        description="while the jobs' folders take more, the oldest finished jobs are removed "
+        '(e.g. "500G"); unset: no size limit',
+    )
+    job_memory_max: int | None = Field(
+        default=None,
+        description="a job whose processes hold more memory (RSS, summed) is stopped and fails "
+        '(e.g. "64G"); unset: no limit',
+    )
     job_user: str | None = Field(
         default=None,
         description="an unprivileged user jobs run as (the runner must be root or hold "
@@ -111,6 +147,20 @@ class RunnerSettings(BaseSettings):
                 f"must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
             )
         return value
+
+    @field_validator("retention_days", mode="before")
+    @classmethod
+    def _keep_forever(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "none"):
+            return None
+        return value
+
+    @field_validator("retention_max_bytes", "job_memory_max", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return parse_size(value)
 
     @field_validator("job_user")
     @classmethod

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from runner.api.auth import require_token
-from runner.schemas import EventsPage, Health, Job, JobSubmission, LogTail
-from runner.service import EVENTS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
+from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
+from runner.service import EVENTS_PAGE_LIMIT, JOBS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
 
 MAX_WAIT_S = 30.0
 DEFAULT_LOG_TAIL_BYTES = 64 * 1024
@@ -57,6 +57,20 @@ def submit(submission: JobSubmission, response: Response, service: Service) -> J
     if not created:
         response.status_code = 200
     return job
+
+
+@jobs.get("", response_model=JobsPage)
+def list_jobs(
+    service: Service,
+    state: Annotated[list[JobState] | None, Query(description="repeat for several")] = None,
+    before: Annotated[
+        str | None, Query(max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="a job id")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=JOBS_PAGE_LIMIT)] = 50,
+) -> JobsPage:
+    """Jobs newest first; `state` filters, `before` pages on (the previous page's
+    `next_before`)."""
+    return service.jobs(state or [], before, limit)
 
 
 @jobs.get("/{job_id}", response_model=Job)
