@@ -19,6 +19,7 @@ from runner.api import create_app, wrap
 from runner.executor import JobProcess
 from runner.gpu import GpuProbe
 from runner.hardening import filter_log_handlers, forbid_inspection
+from runner.instance_lock import DatabaseInUse, RunnerLock
 from runner.migrations import RUNNER_DATABASE
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
@@ -43,8 +44,9 @@ def build_service(
     url = settings.resolved_database_url
     try:
         migrations.upgrade(RUNNER_DATABASE, url)
+        lock = RunnerLock.acquire(url)
         store = JobStore.open(url)
-    except (DatabaseUrlError, migrations.SchemaMismatch) as error:
+    except (DatabaseUrlError, migrations.SchemaMismatch, DatabaseInUse) as error:
         raise SettingsError(
             f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {error}"
         ) from None
@@ -58,6 +60,7 @@ def build_service(
         gpu_probe=GpuProbe(settings.nvidia_smi),
         environ=environ,
         after_launch=after_launch,
+        on_stop=lock.release,
     )
 
 

@@ -54,8 +54,11 @@ class JobService:
         gpu_probe: GpuProbe | None = None,
         environ: Mapping[str, str] | None = None,
         after_launch: Callable[[JobProcess], None] | None = None,
+        on_stop: Callable[[], None] | None = None,
     ) -> None:
-        """`after_launch` runs between a job's launch and its record (tests inject faults)."""
+        """`after_launch` runs between a job's launch and its record (tests inject faults);
+        `on_stop` once the service has stopped (the database's runner lock is released)."""
+        self._on_stop = on_stop or (lambda: None)
         self.settings = settings
         self.store = store
         self.notifier = EventNotifier()
@@ -113,6 +116,7 @@ class JobService:
                     self.cancel(job_id)
             self._monitors.join(timeout_s + self.settings.cancel_grace_s)
         self._monitors.stop(timeout_s)
+        self._on_stop()
 
     def _job_ended(self, job_id: str) -> None:
         self._scheduler.job_ended(job_id)

@@ -4,16 +4,23 @@ The store's part runs on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
+from runner.instance_lock import DatabaseInUse, RunnerLock
+from runner.migrations import RUNNER_DATABASE
 from runner.retention import RetentionPolicy, sweep
 from runner.schemas import JobState, JobSubmission
+from runner.serve import build_service
+from runner.settings import SettingsError, load_settings
 from runner.store import JobStore
-from tests.runner.conftest import TOKEN, Runner
+from storage import migrations
+from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
+from tests.runner.conftest import TOKEN, Runner, runner_env
 from tests.runner.test_store import store as store  # the fixture, on both databases
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -124,9 +131,36 @@ def test_jobs_are_listed_newest_first_by_state_and_page(runner: Runner) -> None:
     ("value", "expected"), [("none", None), ("512M", 512 * 1024**2), ("1.5T", int(1.5 * 1024**4))]
 )
 def test_sizes_are_read_with_their_units(value: str, expected: int | None) -> None:
-    from runner.settings import load_settings
-
     settings = load_settings(
         {"ARTBOT_RUNNER_TOKEN": TOKEN, "ARTBOT_RUNNER_RETENTION_MAX_BYTES": value}
     )
     assert settings.retention_max_bytes == expected
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_runner_per_database_the_second_is_refused_until_the_first_ends(
+    backend: str, tmp_path: Path
+) -> None:
+    with contextlib.ExitStack() as stack:
+        if backend == "sqlite":
+            url, schema = f"sqlite:///{tmp_path / 'runner.db'}", None
+            migrations.upgrade(RUNNER_DATABASE, url)
+        else:
+            assert POSTGRES_URL is not None
+            url, schema = POSTGRES_URL, stack.enter_context(throwaway_schema("artbot_lock"))
+        first = RunnerLock.acquire(url, schema)
+        with pytest.raises(DatabaseInUse, match="one runner per database"):
+            RunnerLock.acquire(url, schema)
+        first.release()
+        RunnerLock.acquire(url, schema).release()
+
+
+def test_a_second_runner_on_the_same_database_does_not_start(
+    runner: Runner, tmp_path: Path
+) -> None:
+    with pytest.raises(SettingsError, match="another runner is using this database"):
+        build_service(load_settings(runner_env(tmp_path)))
+    # Free once the first stops. (A killed runner's lock goes with its process: the runner
+    # killed mid-launch in test_restart is followed by one on the same database.)
+    runner.stop(cancel_jobs=False)
+    build_service(load_settings(runner_env(tmp_path))).stop()
