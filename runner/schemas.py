@@ -52,6 +52,7 @@ class FailureKind(StrEnum):
     user_code = "user_code"  # an exception in the rollout, reward or tool code
     preflight = "preflight"
     timeout = "timeout"
+    memory_limit = "memory_limit"  # over the runner's per-job host memory limit
     unknown = "unknown"
 
 
