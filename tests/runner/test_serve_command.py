@@ -57,11 +57,15 @@ def test_serve_answers_on_its_port_and_stops_on_sigterm(tmp_path: Path) -> None:
                     assert time.monotonic() < deadline, "the runner did not answer"
                     time.sleep(0.1)
             assert health.gpu_slots == 2 and health.free_slots == 2
+            listed = client.jobs()  # logged by uvicorn's access log, query string and all?
+            assert listed.jobs == []
         server.send_signal(signal.SIGTERM)
         output, _ = server.communicate(timeout=30)
         assert server.returncode == 0
         assert TOKEN.encode() not in output  # the token is never logged
         assert b"runner up" in output
+        assert b'"GET /jobs HTTP/1.1" 200' in output  # the access log, without its query string
+        assert b"limit=" not in output
     finally:
         if server.poll() is None:
             server.kill()
