@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -78,6 +79,10 @@ def serve(host: str | None = None, port: int | None = None) -> int:
         print(error, file=sys.stderr)
         return EXIT_USAGE
     filter_log_handlers(service.redactor.text)
+    # The service holds its copies now. Out of os.environ they do not reach the runner's own
+    # child processes (nvidia-smi); /proc/<pid>/environ still shows them: the flag above hides it.
+    for name in ("ARTBOT_RUNNER_TOKEN", *settings.secret_names):
+        os.environ.pop(name, None)
     host = host or settings.host
     port = settings.port if port is None else port
     if host not in ("127.0.0.1", "::1", "localhost"):
