@@ -13,11 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from runner.client import RunnerClient
+from runner.executor import JobProcess
 from runner.migrations import RUNNER_DATABASE
 from runner.schemas import EventType, JobState, JobSubmission
+from runner.serve import RunnerServer, build_service
+from runner.settings import load_settings
 from runner.store import JobStore
 from storage import migrations
 from tests.runner.conftest import (
+    TOKEN,
     Runner,
     RunnerFactory,
     alive,
@@ -267,3 +272,21 @@ def test_a_runner_that_dies_during_a_launch_does_not_run_the_job_twice(
     events = runner.follow(job_id)
     assert events[-1].type is EventType.succeeded
     assert len(starts.read_text().split()) == 1  # one copy ran, started by the new runner
+
+
+def test_a_launch_that_cannot_be_recorded_runs_nothing(tmp_path: Path) -> None:
+    def record_fails(process: JobProcess) -> None:
+        raise RuntimeError("database is locked")
+
+    settings = load_settings(runner_env(tmp_path))
+    service = build_service(settings, environ=job_environ(), after_launch=record_fails)
+    with RunnerServer(service, TOKEN) as server:
+        runner = Runner(server, RunnerClient(server.base_url, TOKEN), settings, tmp_path)
+        job_id = runner.submit("count_starts.py")
+        events = runner.follow(job_id)
+        runner.client.close()
+    service.store.close()
+    assert events[-1].type is EventType.failed
+    assert "database is locked" in events[-1].data["summary"]
+    assert not (tmp_path / "jobs" / job_id / "starts.txt").exists()
+    assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []
