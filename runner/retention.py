@@ -66,10 +66,13 @@ def sweep(store: JobStore, workdir: Path, policy: RetentionPolicy, now: datetime
         )
     if policy.max_bytes is not None:
         _add_oldest_over_size(store, workdir, policy.max_bytes, chosen)
-    removable = [job for job in chosen.values() if _removable(store, job, chosen)]
+    removable: list[JobRow] = []
     freed = 0
-    for job in removable:
-        freed += _remove_folders(workdir, job)
+    for job in chosen.values():
+        # Checked just before removal: a resume submitted meanwhile keeps the folder.
+        if _removable(store, job, chosen):
+            freed += _remove_folders(workdir, job)
+            removable.append(job)
     store.delete_finished([job.id for job in removable])
     if removable:
         log.info("retention removed %d finished jobs, %d bytes", len(removable), freed)
