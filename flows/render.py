@@ -61,8 +61,13 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def script_context(answers: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything the template needs, with user text as literals and user code as parsed Code."""
+def script_context(
+    answers: Mapping[str, Any], script_names: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """Everything the template needs, with user text as literals and user code as parsed Code.
+
+    `script_names`: what the script binds at its top level (see flows.user_code.scoped_body).
+    """
     answers = TRAIN_RL.active_answers(answers)
     missing = [s.id for s in TRAIN_RL.active_steps(answers) if s.id not in answers]
     if missing:
@@ -126,14 +131,18 @@ def script_context(answers: Mapping[str, Any]) -> dict[str, Any]:
         "extra_requirements": _extra_requirements(answers),
     }
     try:
-        _add_user_code(context, answers, pattern, reward)
+        _add_user_code(context, answers, pattern, reward, script_names)
     except InvalidAnswer as error:
         raise RenderError(str(error)) from None
     return context
 
 
 def _add_user_code(
-    context: dict[str, Any], answers: Mapping[str, Any], pattern: str, reward: str
+    context: dict[str, Any],
+    answers: Mapping[str, Any],
+    pattern: str,
+    reward: str,
+    script_names: frozenset[str],
 ) -> None:
     """The user's code, each piece in a scope of its own (flows.user_code), and the calls the
     script makes to its entry points, matched to their signatures (flows.entry_points)."""
@@ -145,7 +154,9 @@ def _add_user_code(
             entry_points.append("compute_reward")
             context["reward_source"] = "environment"
             context["reward_call"] = _call(calls["compute_reward"])
-        context["environment_code"] = function_body(scoped_body(source, "environment code"))
+        context["environment_code"] = function_body(
+            scoped_body(source, "environment code", script_names)
+        )
         context["environment_entry_points"] = inline_code(", ".join(ident(n) for n in entry_points))
         context["create_game_call"] = _call(calls["create_game"])
     if reward in ("programmatic", "custom") and context["reward_source"] is None:
@@ -159,14 +170,18 @@ def _add_user_code(
         else:
             context["reward_source"] = "function"
             call = reward_function_call(ast.parse(logic["code"]), pattern, "reward code")
-            context["reward_function"] = function_body(scoped_body(logic["code"], "reward code"))
+            context["reward_function"] = function_body(
+                scoped_body(logic["code"], "reward code", script_names)
+            )
         context["reward_call"] = _call(call)
     if pattern == "tools" and answers.get("tool_execution") == "local":
-        context["tool_code"] = function_body(scoped_body(answers["tool_code"], "tool code"))
+        context["tool_code"] = function_body(
+            scoped_body(answers["tool_code"], "tool code", script_names)
+        )
     if answers["scenario_source"] == "generator":
         source = answers["scenario_generator"]
         call = generator_call(ast.parse(source))
-        context["generator_code"] = function_body(scoped_body(source, "generator"))
+        context["generator_code"] = function_body(scoped_body(source, "generator", script_names))
         context["generator_call"] = _call(call)
         context["generator_takes_rng"] = bool(call.arguments)
 
@@ -193,7 +208,24 @@ def _extra_requirements(answers: Mapping[str, Any]) -> list[Any]:
 def render_script(answers: Mapping[str, Any]) -> str:
     """The complete training script for these answers."""
     template = environment().get_template(TRAIN_RL.template)
-    return template.render(script_context(answers))
+    script = template.render(script_context(answers))
+    names = top_level_names(script)
+    # Rendered again once the script's own names are known, for the few `# noqa` they call for.
+    return template.render(script_context(answers, names)) if names else script
+
+
+def top_level_names(script: str) -> frozenset[str]:
+    """The names a script binds at its top level (its user code, in functions, binds none)."""
+    names: set[str] = set()
+    for node in ast.parse(script).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return frozenset(names)
 
 
 __all__ = ["PyLiteral", "RenderError", "render_script", "script_context", "templates_dir"]

@@ -41,11 +41,15 @@ def check_compiles(source: str, what: str) -> None:
         ) from None
 
 
-def scoped_body(source: str, what: str) -> str:
-    """The user's code as the body of a function (indented one level), meaning unchanged."""
+def scoped_body(source: str, what: str, script_names: frozenset[str] = frozenset()) -> str:
+    """The user's code as the body of a function (indented one level), meaning unchanged.
+
+    `script_names` are the names the script binds at its top level: see `_mark_annotation_only`.
+    """
     module = ast.parse(source)
     lines = source.split("\n")
     _rewrite_globals(source, module, lines, what)
+    _mark_annotation_only(module, lines, script_names)
     _drop_future_imports(module, lines, what)
     edited = "\n".join(lines)
     body = _indent(edited)
@@ -109,6 +113,83 @@ def _rewrite_globals(source: str, module: ast.Module, lines: list[str], what: st
         if not line.startswith("global", column):
             raise InvalidAnswer(f"The {what} has a `global` statement I cannot place: simplify it.")
         lines[node.lineno - 1] = line[:column] + "nonlocal" + line[column + len("global") :]
+
+
+def _mark_annotation_only(
+    module: ast.Module, lines: list[str], script_names: frozenset[str]
+) -> None:
+    """Keep ruff's verdict on the user's code what it was at a module's top level:
+
+    - a constant the code never reads is fine at top level but an unused local (F841) in a
+      function;
+    - ruff looks up the names in deferred annotations (`from __future__ import annotations`, which
+      the script has) in the module's global scope first, so a name of the user's code that the
+      script also binds at its top level, and that the code uses only in annotations (`import art`
+      for `trajectory: art.Trajectory`), looks unused to ruff (F401, F841) though Python and
+      pyright see it used.
+
+    Those lines, and only those, get a `# noqa` for that rule; an import never used at all is
+    still reported, as it would be anywhere."""
+    in_annotations, elsewhere = _name_uses(module)
+    elsewhere |= {
+        name for node in ast.walk(module) if isinstance(node, ast.Global) for name in node.names
+    }
+    for node in module.body:
+        candidates: list[tuple[str, int, str]] = []
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                name = (alias.asname or alias.name).split(".")[0]
+                candidates.append((name, alias.lineno, "F401"))
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    candidates.append((target.id, target.lineno, "F841"))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+            candidates.append((node.target.id, node.target.lineno, "F841"))
+        for name, lineno, rule in candidates:
+            if name in elsewhere or name.startswith("_"):
+                continue  # used, or a name ruff never reports
+            if name in in_annotations and name not in script_names:
+                continue  # ruff sees this use
+            if rule == "F401" and name not in in_annotations:
+                continue  # an import never used: ruff reports it at a module's top level too
+            line = lines[lineno - 1]
+            if "noqa" in line or line.rstrip().endswith("\\"):
+                continue
+            lines[lineno - 1] = line.rstrip() + f"  # noqa: {rule}"
+
+
+def _name_uses(module: ast.Module) -> tuple[set[str], set[str]]:
+    """Names read inside annotations (strings included), and names read anywhere else."""
+    annotations: list[ast.expr] = []
+    for node in ast.walk(module):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            annotations.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+    in_annotations: set[str] = set()
+    annotation_nodes: set[int] = set()
+    for annotation in annotations:
+        for part in ast.walk(annotation):
+            annotation_nodes.add(id(part))
+            if isinstance(part, ast.Name):
+                in_annotations.add(part.id)
+            elif isinstance(part, ast.Constant) and isinstance(part.value, str):
+                try:
+                    quoted = ast.parse(part.value, mode="eval")
+                except SyntaxError:
+                    continue
+                in_annotations.update(n.id for n in ast.walk(quoted) if isinstance(n, ast.Name))
+    elsewhere = {
+        node.id
+        for node in ast.walk(module)
+        if isinstance(node, ast.Name)
+        and isinstance(node.ctx, ast.Load)
+        and id(node) not in annotation_nodes
+    }
+    return in_annotations, elsewhere
 
 
 def _string_continuation_lines(source: str) -> set[int]:
