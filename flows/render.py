@@ -210,7 +210,7 @@ def render_script(answers: Mapping[str, Any]) -> str:
     template = environment().get_template(TRAIN_RL.template)
     script = template.render(script_context(answers))
     names = top_level_names(script)
-    # Rendered again once the script's own names are known, for the few `# noqa` they call for.
+    # Rendered again once the script's own names are known: they decide a few lint waivers.
     return template.render(script_context(answers, names)) if names else script
 
 
