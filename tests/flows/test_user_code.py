@@ -166,6 +166,11 @@ def test_calls_follow_the_signatures() -> None:
         call_of(rendered("math-reward", reward_logic=keyword_only), "compute_reward")
         == "compute_reward(scenario, answer=answer, trajectory=trajectory)"
     )
+    unnamed = "def compute_reward(s, a, t):\n    return float(a == s['answer'])\n"
+    assert (
+        call_of(rendered("math-reward", reward_logic=unnamed), "compute_reward")
+        == "compute_reward(scenario, answer, trajectory)"
+    )
     asynchronous = "async def compute_reward(scenario, answer):\n    return 1.0\n"
     script = rendered("math-reward", reward_logic=asynchronous)
     assert "float(await compute_reward(scenario, answer))" in script
