@@ -279,6 +279,12 @@ def _game(name: str, environment: str, rows: list[dict[str, Any]]) -> dict[str, 
 
 REALISTIC: dict[str, dict[str, Any]] = {
     "tic-tac-toe": _game("tic-tac-toe-001", TIC_TAC_TOE, TIC_TAC_TOE_ROWS),
+    "tic-tac-toe-mix": {
+        **_game("tic-tac-toe-002", TIC_TAC_TOE, TIC_TAC_TOE_ROWS),
+        "reward": "custom",
+        "reward_mix": 0.5,
+        "judge_model": "openai/gpt-5.4",
+    },
     "guessing-game": _game("guess-001", GUESSING_GAME, [{"id": i} for i in range(8)]),
     "math-reward": _base("math-001", reward_logic=MATH_REWARD),
     "tools": _base(
