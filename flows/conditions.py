@@ -7,7 +7,7 @@ step's options.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -73,6 +73,21 @@ class Not:
 
     def reads(self) -> Mapping[str, frozenset[str]]:
         return self.condition.reads()
+
+
+@dataclass(frozen=True)
+class Holds:
+    """True when `predicate` holds; for what free-text answers (code) say, which no option list
+    describes. It reads only `steps`."""
+
+    steps: tuple[str, ...]
+    predicate: Callable[[Mapping[str, Any]], bool]
+
+    def __call__(self, answers: Mapping[str, Any]) -> bool:
+        return self.predicate(answers)
+
+    def reads(self) -> Mapping[str, frozenset[str]]:
+        return {step: frozenset() for step in self.steps}
 
 
 def is_(step: str, *values: str) -> Is:

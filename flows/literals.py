@@ -8,6 +8,7 @@ it parsed.
 from __future__ import annotations
 
 import ast
+import json
 import keyword
 import math
 import re
@@ -39,6 +40,32 @@ def code(source: str) -> Code:
     """Mark user code as insertable, after checking once more that it parses as a module."""
     ast.parse(source, mode="exec")
     return Code(source.rstrip("\n") + "\n")
+
+
+def function_body(source: str) -> Code:
+    """Mark user code placed as a function's body (indented: flows.user_code) as insertable,
+    after checking that it parses in that place."""
+    ast.parse("def user_code():\n" + source, mode="exec")
+    return Code(source.rstrip("\n") + "\n")
+
+
+def inline_code(source: str) -> Code:
+    """Mark code the script builds from validated names (a call, a list of names) as insertable
+    within a line, after checking that it parses."""
+    ast.parse(source, mode="exec")
+    if "\n" in source:
+        raise ValueError("inline code must be one line")
+    return Code(source)
+
+
+class TomlString(str):
+    """Source text of a TOML basic string (in the script's PEP 723 block) of known value."""
+
+
+def toml_string(value: str) -> TomlString:
+    """A TOML basic string equal to `value`: JSON's escapes are TOML's, and no newline is left to
+    end the comment line it sits on."""
+    return TomlString(json.dumps(value, ensure_ascii=True))
 
 
 def py_literal(value: Any, indent: int = 0) -> PyLiteral:
@@ -80,7 +107,7 @@ def _literal(value: Any, indent: int) -> str:
 
 def finalize(value: Any) -> str:
     """Jinja's finalize hook: what `{{ ... }}` may print. A plain str is a template bug."""
-    if isinstance(value, PyLiteral | Code | Ident):
+    if isinstance(value, PyLiteral | Code | Ident | TomlString):
         return str(value)
     if isinstance(value, bool) or value is None:
         return repr(value)

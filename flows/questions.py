@@ -27,6 +27,8 @@ def question(flow: Flow, session: Session, step: AnyStep) -> Question:
     active = flow.active_steps(session.answers)
     position = next((i for i, s in enumerate(active, 1) if s.id == step.id), len(active))
     text = step.prompt
+    if step.details is not None:
+        text += "\n" + step.details(session.answers)
     hint = ""
     if isinstance(step, Choice):
         options = displayed_options(step, session.answers)

@@ -12,10 +12,34 @@ from typing import Any
 
 import jinja2
 
-from flows.literals import Code, PyLiteral, code, finalize, ident, py_literal
-from flows.reserved import check_user_code
+from flows.entry_points import (
+    REWARD_ARGUMENTS,
+    Call,
+    environment_calls,
+    generator_call,
+    reward_function_call,
+)
+from flows.literals import (
+    Code,
+    PyLiteral,
+    finalize,
+    function_body,
+    ident,
+    inline_code,
+    py_literal,
+    toml_string,
+)
+from flows.steps import InvalidAnswer
 from flows.template_files import templates_dir
-from flows.train_rl import TRAIN_RL, hyperparameters, rollout_pattern, uses_ruler
+from flows.train_rl import (
+    ENVIRONMENT_REWARD,
+    TRAIN_RL,
+    hyperparameters,
+    rollout_pattern,
+    third_party_imports,
+    uses_ruler,
+)
+from flows.user_code import scoped_body
 
 
 class RenderError(ValueError):
@@ -37,8 +61,13 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def script_context(answers: Mapping[str, Any]) -> dict[str, Any]:
-    """Everything the template needs, with user text as literals and user code as parsed Code."""
+def script_context(
+    answers: Mapping[str, Any], script_names: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """Everything the template needs, with user text as literals and user code as parsed Code.
+
+    `script_names`: what the script binds at its top level (see flows.user_code.scoped_body).
+    """
     answers = TRAIN_RL.active_answers(answers)
     missing = [s.id for s in TRAIN_RL.active_steps(answers) if s.id not in answers]
     if missing:
@@ -88,40 +117,115 @@ def script_context(answers: Mapping[str, Any]) -> dict[str, Any]:
         "tools": py_literal(answers.get("tools", []), indent=0),
         "tool_urls": py_literal(answers.get("tool_urls", {})),
         "tool_names": [ident(t["function"]["name"]) for t in answers.get("tools", [])],
+        "reward_source": None,
         "reward_expression": None,
         "reward_function": None,
+        "reward_call": None,
         "tool_code": None,
         "environment_code": None,
+        "environment_entry_points": None,
+        "create_game_call": None,
         "generator_code": None,
+        "generator_call": None,
+        "generator_takes_rng": False,
+        "extra_requirements": _extra_requirements(answers),
     }
-    if reward in ("programmatic", "custom"):
+    try:
+        _add_user_code(context, answers, pattern, reward, script_names)
+    except InvalidAnswer as error:
+        raise RenderError(str(error)) from None
+    return context
+
+
+def _add_user_code(
+    context: dict[str, Any],
+    answers: Mapping[str, Any],
+    pattern: str,
+    reward: str,
+    script_names: frozenset[str],
+) -> None:
+    """The user's code, each piece in a scope of its own (flows.user_code), and the calls the
+    script makes to its entry points, matched to their signatures (flows.entry_points)."""
+    if pattern == "game":
+        source = answers["environment"]
+        calls = environment_calls(ast.parse(source))
+        entry_points = ["create_game", "render_observation", "apply_action", "is_finished"]
+        if ENVIRONMENT_REWARD(answers) and reward in ("programmatic", "custom"):
+            entry_points.append("compute_reward")
+            context["reward_source"] = "environment"
+            context["reward_call"] = _call(calls["compute_reward"])
+        context["environment_code"] = function_body(
+            scoped_body(source, "environment code", script_names)
+        )
+        context["environment_entry_points"] = inline_code(", ".join(ident(n) for n in entry_points))
+        context["create_game_call"] = _call(calls["create_game"])
+    if reward in ("programmatic", "custom") and context["reward_source"] is None:
         logic = answers["reward_logic"]
         if logic["kind"] == "expression":
             # Parsed in eval mode and unparsed to one line when answered; parse again to be sure.
             ast.parse(logic["code"], mode="eval")
+            context["reward_source"] = "expression"
             context["reward_expression"] = Code(logic["code"])
+            call = Call("compute_reward", REWARD_ARGUMENTS[pattern])
         else:
-            context["reward_function"] = _user_code(logic["code"], "reward code")
+            context["reward_source"] = "function"
+            call = reward_function_call(ast.parse(logic["code"]), pattern, "reward code")
+            context["reward_function"] = function_body(
+                scoped_body(logic["code"], "reward code", script_names)
+            )
+        context["reward_call"] = _call(call)
     if pattern == "tools" and answers.get("tool_execution") == "local":
-        context["tool_code"] = _user_code(answers["tool_code"], "tool code")
-    if pattern == "game":
-        context["environment_code"] = _user_code(answers["environment"], "environment code")
-    if source == "generator":
-        context["generator_code"] = _user_code(answers["scenario_generator"], "generator")
-    return context
+        context["tool_code"] = function_body(
+            scoped_body(answers["tool_code"], "tool code", script_names)
+        )
+    if answers["scenario_source"] == "generator":
+        source = answers["scenario_generator"]
+        call = generator_call(ast.parse(source))
+        context["generator_code"] = function_body(scoped_body(source, "generator", script_names))
+        context["generator_call"] = _call(call)
+        context["generator_takes_rng"] = bool(call.arguments)
 
 
-def _user_code(source: str, what: str) -> Code:
-    problem = check_user_code(source, what)
-    if problem:
-        raise RenderError(problem)
-    return code(source)
+def _call(call: Call) -> Code:
+    return inline_code(call.source())
+
+
+def _extra_requirements(answers: Mapping[str, Any]) -> list[Any]:
+    """The packages the user named for their code's third-party imports, as TOML strings; the
+    answer must still match the imports (code edited since would leave one out)."""
+    imports = third_party_imports(answers)
+    if not imports:
+        return []
+    named = answers["extra_packages"]
+    if named["imports"] != imports:
+        raise RenderError(
+            f"Your code now imports {', '.join(imports)}, but the extra packages were named for "
+            f"{', '.join(named['imports']) or 'none'}: answer `edit extra packages` again."
+        )
+    return [toml_string(requirement) for requirement in named["requirements"]]
 
 
 def render_script(answers: Mapping[str, Any]) -> str:
     """The complete training script for these answers."""
     template = environment().get_template(TRAIN_RL.template)
-    return template.render(script_context(answers))
+    script = template.render(script_context(answers))
+    names = top_level_names(script)
+    # Rendered again once the script's own names are known: they decide a few lint waivers.
+    return template.render(script_context(answers, names)) if names else script
+
+
+def top_level_names(script: str) -> frozenset[str]:
+    """The names a script binds at its top level (its user code, in functions, binds none)."""
+    names: set[str] = set()
+    for node in ast.parse(script).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return frozenset(names)
 
 
 __all__ = ["PyLiteral", "RenderError", "render_script", "script_context", "templates_dir"]

@@ -53,6 +53,8 @@ class Step:
     """Short name used in `status`, `edit` and summaries; defaults to the id."""
     intro_note: str = ""
     """Shown once, before this step is asked for the first time (e.g. what RULER is)."""
+    details: Callable[[Mapping[str, Any]], str] | None = None
+    """A line drawn from the answers so far, shown after the prompt (e.g. the imports found)."""
 
     @property
     def name(self) -> str:

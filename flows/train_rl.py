@@ -6,9 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from flows import validators as v
-from flows.conditions import Condition, all_of, any_of, is_, not_
+from flows.conditions import Condition, Holds, all_of, any_of, is_, not_
+from flows.entry_points import (
+    check_tool_functions,
+    defines_function,
+    environment_calls,
+    generator_call,
+)
 from flows.flow import Flow
 from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text, ValuesMenu
+from flows.third_party import imported_modules, requirements, suggested_requirements, third_party
 
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "learning_rate": 1e-5,
@@ -48,6 +55,18 @@ VALIDATED = any_of(
     is_("val_generated", "generated", "separate"),
 )
 WITH_RULER = is_("reward", "ruler", "custom")
+LOCAL_TOOLS = all_of(WITH_TOOLS, is_("tool_execution", "local"))
+WITH_REWARD_CODE = is_("reward", "programmatic", "custom")
+
+
+def _environment_defines_reward(answers: Answers) -> bool:
+    source = answers.get("environment")
+    return isinstance(source, str) and defines_function(source, "compute_reward")
+
+
+# A game whose environment has its own `compute_reward(game)`: that is the reward, not asked again.
+ENVIRONMENT_REWARD = all_of(WITH_ENVIRONMENT, Holds(("environment",), _environment_defines_reward))
+ASKS_REWARD_LOGIC = all_of(WITH_REWARD_CODE, not_(ENVIRONMENT_REWARD))
 CUSTOM_HYPERPARAMETERS = is_("hyperparameters", "customize")
 
 
@@ -89,36 +108,70 @@ def _tools_display(tools: Any) -> str:
 
 def _tool_code(value: str, answers: Answers) -> str:
     """One function per tool, each accepting the tool's parameters by name."""
-    module = v.python_module(value, "tool code")
-    functions = v.top_level_functions(module)
-    for tool in answers.get("tools", []):
-        name = tool["function"]["name"]
-        function = functions.get(name)
-        if function is None:
-            raise InvalidAnswer(
-                f"The tool code must define a top-level function `{name}` (one per tool)."
-            )
-        params = {
-            a.arg for a in function.args.posonlyargs + function.args.args + function.args.kwonlyargs
-        }
-        wanted = set(tool["function"]["parameters"].get("properties", {}))
-        if function.args.kwarg is None and not wanted <= params:
-            missing = ", ".join(sorted(wanted - params))
-            raise InvalidAnswer(
-                f"`{name}` must accept the tool's parameters by name; missing: {missing}."
-            )
-    return v.code_block({}, "tool code")(value, answers)
+    module = v.user_module(value, "tool code")
+    check_tool_functions(module, answers.get("tools", []))
+    return v.normalized_source(value)
 
 
 def _environment_code(value: str, answers: Answers) -> str:
-    return v.code_block(
-        {"create_game": 1, "render_observation": 1, "apply_action": 2, "is_finished": 1},
-        "environment code",
-    )(value, answers)
+    environment_calls(v.user_module(value, "environment code"))
+    return v.normalized_source(value)
 
 
 def _generator_code(value: str, answers: Answers) -> str:
-    return v.code_block({"generate_scenario": 1}, "generator")(value, answers)
+    generator_call(v.user_module(value, "generator"))
+    return v.normalized_source(value)
+
+
+def user_code(answers: Answers) -> list[str]:
+    """The code the user sent that the script will contain, on the branch the answers take."""
+    sources: list[Any] = []
+    if FROM_GENERATOR(answers):
+        sources.append(answers.get("scenario_generator"))
+    if LOCAL_TOOLS(answers):
+        sources.append(answers.get("tool_code"))
+    if WITH_ENVIRONMENT(answers):
+        sources.append(answers.get("environment"))
+    logic = answers.get("reward_logic")
+    if ASKS_REWARD_LOGIC(answers) and isinstance(logic, dict) and logic.get("kind") == "function":
+        sources.append(logic.get("code"))
+    return [source for source in sources if isinstance(source, str)]
+
+
+def third_party_imports(answers: Answers) -> list[str]:
+    """Modules the user's code imports that the script's own dependencies do not provide."""
+    return third_party(imported_modules(user_code(answers)))
+
+
+THIRD_PARTY_IMPORTS = Holds(
+    ("scenario_generator", "tool_code", "environment", "reward_logic"),
+    lambda answers: bool(third_party_imports(answers)),
+)
+
+
+def _extra_packages(value: str, answers: Answers) -> dict[str, list[str]]:
+    return {"imports": third_party_imports(answers), "requirements": requirements(value)}
+
+
+def _suggested_packages(answers: Answers) -> dict[str, list[str]]:
+    imports = third_party_imports(answers)
+    return {"imports": imports, "requirements": suggested_requirements(imports)}
+
+
+def _packages_details(answers: Answers) -> str:
+    imports = third_party_imports(answers)
+    suggested = suggested_requirements(imports)
+    return (
+        f"Your code imports {', '.join(f'`{m}`' for m in imports)}, which neither Python nor the "
+        f"script's dependencies provide. My guess: {', '.join(f'`{r}`' for r in suggested)}. "
+        "Reply `default` to use that, or name the packages (PEP 508, e.g. `pyyaml>=6`)."
+    )
+
+
+def _packages_display(value: Any) -> str:
+    if isinstance(value, dict) and isinstance(value.get("requirements"), list):
+        return ", ".join(str(r) for r in value["requirements"])
+    return str(value)
 
 
 def _check_val_fraction(value: float, answers: Answers) -> float:
@@ -334,7 +387,7 @@ TRAIN_RL = Flow(
             ),
             parse=_tool_code,
             kind="code",
-            when=all_of(WITH_TOOLS, is_("tool_execution", "local")),
+            when=LOCAL_TOOLS,
             accepts_files=(".py",),
             display=_code_display,
             help=(
@@ -423,10 +476,13 @@ TRAIN_RL = Flow(
                 Option("programmatic", "Programmatic", "Code checks the result"),
                 Option("custom", "Custom mix", "Your code and RULER together"),
             ),
-            recommend=lambda a: "ruler",
-            recommend_reads=(),
+            recommend=lambda a: "programmatic" if ENVIRONMENT_REWARD(a) else "ruler",
+            recommend_reads=("environment",),
             recommend_reason=lambda a: (
-                "Choose programmatic only when correctness is robustly checkable with code; "
+                "Your environment has its own `compute_reward`: with a programmatic reward, it is "
+                "the reward."
+                if ENVIRONMENT_REWARD(a)
+                else "Choose programmatic only when correctness is robustly checkable with code; "
                 "custom only when the task genuinely mixes reward sources."
             ),
             help=(
@@ -443,7 +499,7 @@ TRAIN_RL = Flow(
             ),
             parse=v.reward_logic(rollout_pattern),
             kind="code",
-            when=is_("reward", "programmatic", "custom"),
+            when=ASKS_REWARD_LOGIC,
             accepts_files=(".py",),
             display=_code_display,
             help=(
@@ -455,6 +511,24 @@ TRAIN_RL = Flow(
             ),
             example='1.0 if answer.strip() == scenario["answer"] else 0.0',
             title="reward logic",
+        ),
+        Text(
+            "extra_packages",
+            "Which packages does your code need, beyond the script's own?",
+            parse=_extra_packages,
+            kind="text",
+            when=THIRD_PARTY_IMPORTS,
+            details=_packages_details,
+            default=_suggested_packages,
+            default_label="the packages I guessed",
+            display=_packages_display,
+            help=(
+                "They go into the script's dependency block, so `uv run` installs them. One "
+                "requirement per line: a PyPI name, optional extras and versions; no URLs, paths "
+                "or pip options."
+            ),
+            example="pyyaml>=6\nrequests",
+            title="extra packages",
         ),
         Text(
             "reward_mix",

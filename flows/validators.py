@@ -8,12 +8,13 @@ import json
 import keyword
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from flows.reserved import RESERVED_NAMES, check_user_code
+from flows.entry_points import reward_function_call
 from flows.steps import Answers, InvalidAnswer, Parse
+from flows.user_code import check_compiles, scoped_body
 
 MAX_TEXT_CHARS = 8_000
 MAX_CODE_CHARS = 100_000
@@ -267,10 +268,6 @@ def tool_schemas(value: str, answers: Answers) -> list[dict[str, Any]]:
             )
         if name in names:
             raise InvalidAnswer(f"Tool {index}: the name “{name}” is used twice.")
-        if name in RESERVED_NAMES:
-            raise InvalidAnswer(
-                f"Tool {index}: “{name}” is a name the generated script uses itself; pick another."
-            )
         names.add(name)
         description = function.get("description")
         if not isinstance(description, str) or not description.strip():
@@ -362,70 +359,24 @@ def python_module(value: str, what: str = "code") -> ast.Module:
         raise InvalidAnswer(f"That {what} cannot be parsed (too deeply nested).") from None
 
 
-def top_level_functions(module: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    return {
-        node.name: node
-        for node in module.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    }
-
-
-def require_functions(
-    module: ast.Module, required: Mapping[str, int], what: str, *, async_ok: bool = True
-) -> None:
-    """Each name in `required` must be a top-level function taking that many positional args."""
-    functions = top_level_functions(module)
-    for name, arity in required.items():
-        function = functions.get(name)
-        if function is None:
-            raise InvalidAnswer(f"The {what} must define a top-level function `{name}`.")
-        if isinstance(function, ast.AsyncFunctionDef) and not async_ok:
-            raise InvalidAnswer(f"`{name}` must be a plain (not async) function.")
-        positional = function.args.posonlyargs + function.args.args
-        accepts = len(positional) >= arity or function.args.vararg is not None
-        required_count = len(positional) - len(function.args.defaults)
-        if not accepts or required_count > arity:
-            raise InvalidAnswer(f"`{name}` must take {arity} argument{'s' if arity != 1 else ''}.")
-
-
-def code_block(required: Mapping[str, int], what: str) -> Parse:
-    """Python source that defines the given functions; returned as normalized source text."""
-
-    def parse(value: str, answers: Answers) -> str:
-        _checked_module(value, required, what)
-        return _normalized_source(value)
-
-    return parse
-
-
-def _checked_module(source: str, required: Mapping[str, int], what: str) -> ast.Module:
-    """User code that parses, defines the `required` functions and leaves the script's names
-    alone."""
-    module = python_module(source, what)
-    require_functions(module, required, what)
-    clash = check_user_code(source, what)
-    if clash:
-        raise InvalidAnswer(clash)
+def user_module(value: str, what: str) -> ast.Module:
+    """User code that parses, compiles and can be placed in the script in a scope of its own
+    (flows.user_code), so its names never meet the script's."""
+    module = python_module(value, what)
+    check_compiles(value, what)
+    scoped_body(normalized_source(value), what)
     return module
 
 
-def _normalized_source(value: str) -> str:
+def normalized_source(value: str) -> str:
     lines = [line.rstrip() for line in value.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     return "\n".join(lines).strip("\n") + "\n"
-
-
-REWARD_NAMES = {
-    "single": ("scenario", "answer", "trajectory"),
-    "tools": ("scenario", "answer", "trajectory"),
-    "game": ("scenario", "game", "trajectory"),
-}
 
 
 def reward_logic(pattern: Callable[[Answers], str]) -> Parse:
     """A reward expression or a `compute_reward` function; it must parse and read known names."""
 
     def parse(value: str, answers: Answers) -> dict[str, str]:
-        names = REWARD_NAMES[pattern(answers)]
         source = value.strip()
         try:
             expression = ast.parse(source, mode="eval") if len(source) <= MAX_CODE_CHARS else None
@@ -437,9 +388,10 @@ def reward_logic(pattern: Callable[[Answers], str]) -> Parse:
             _check_scenario_fields(expression, answers)
             # Unparsing gives one canonical line: no comments, no layout that could reach outside.
             return {"kind": "expression", "code": ast.unparse(expression)}
-        module = _checked_module(source, {"compute_reward": len(names)}, "reward code")
+        module = user_module(source, "reward code")
+        reward_function_call(module, pattern(answers), "reward code")
         _check_scenario_fields(module, answers)
-        return {"kind": "function", "code": _normalized_source(source)}
+        return {"kind": "function", "code": normalized_source(source)}
 
     return parse
 

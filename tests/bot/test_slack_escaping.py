@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import textwrap
 
 from tests.bot.conftest import BotFactory, SlackUser, answer_after_the_reward
 from tests.fakes.slack_api import FakeSlack
@@ -70,7 +71,7 @@ def test_a_task_and_pasted_code_land_in_the_script_exactly_as_typed(
     source = script.content.decode()
     task_line = next(line for line in source.splitlines() if line.startswith("TASK = "))
     assert ast.literal_eval(task_line.removeprefix("TASK = ")) == TASK
-    assert REWARD in source
+    assert textwrap.indent(REWARD, "    ") in source  # the body of user_reward, as typed
     assert "&amp;" not in source and "&lt;" not in source and "<https://" not in source
 
 

@@ -57,6 +57,15 @@ GENERATOR = {
     "scenario_source": "generator",
     "scenario_generator": "def generate_scenario(rng):\n    return {'prompt': 'hi'}\n",
 }
+YAML_REWARD = {
+    "reward_logic": {
+        "kind": "function",
+        "code": (
+            "import yaml\n\n\ndef compute_reward(scenario, answer, trajectory):\n"
+            "    return float(yaml.safe_load(answer) == scenario['answer'])\n"
+        ),
+    }
+}
 DEEP = "[" * 50_000 + "]" * 50_000
 BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     # step, reply, what the error must say, answers that set the scene
@@ -85,14 +94,26 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ),
     (
         "scenario_generator",
-        "def generate_scenario():\n    return {}",
-        "must take 1 argument",
+        "def generate_scenario(rng, difficulty):\n    return {}",
+        "does not match how the script calls it: `generate_scenario(rng)`",
         {"scenario_source": "generator"},
     ),
     (
         "scenario_generator",
-        "def generate_scenario(rng):\n    return {}\n\ndef main():\n    pass",
-        "defines main, which the generated script defines itself",
+        "def generate_scenario(rng):\n    return {}\n\ngenerate_scenario = dict",
+        "binds `generate_scenario` to something other than a function",
+        {"scenario_source": "generator"},
+    ),
+    (
+        "scenario_generator",
+        "async def generate_scenario(rng):\n    return {}",
+        "must be a plain function, not async",
+        {"scenario_source": "generator"},
+    ),
+    (
+        "scenario_generator",
+        "def generate_scenario(rng):\n    return {}\n\nreturn None",
+        "does not compile: 'return' outside function",
         {"scenario_source": "generator"},
     ),
     ("system_prompt", "bad \x00 byte", "NUL", {}),
@@ -109,7 +130,6 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
         {},
     ),
     ("tools", json.dumps([TOOLS[0]["function"], TOOLS[0]["function"]]), "used twice", {}),
-    ("tools", '[{"name": "rollout", "description": "d"}]', "the generated script uses itself", {}),
     (
         "tools",
         json.dumps([{"name": f"t{i}", "description": "d"} for i in range(70)]),
@@ -131,6 +151,18 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
         {"tool_execution": "local"},
     ),
     ("tool_code", "def add(a):\n    return a", "missing: b", {"tool_execution": "local"}),
+    (
+        "tool_code",
+        "def add(a, b, carry):\n    return a + b + carry",
+        "`add(a, b, carry)` requires `carry`, which the tool's schema does not have",
+        {"tool_execution": "local"},
+    ),
+    (
+        "tool_code",
+        "def add(a, b, /):\n    return a + b",
+        "remove the `/`",
+        {"tool_execution": "local"},
+    ),
     ("tool_code", "def add(a, b) return a", "does not parse", {"tool_execution": "local"}),
     ("tool_urls", "add: ftp://example.com/add", "not an http(s) URL", {"tool_execution": "http"}),
     ("tool_urls", "sub: https://example.com/sub", "no tool named sub", {"tool_execution": "http"}),
@@ -150,8 +182,27 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
         "has no “solution” field",
         {},
     ),
-    ("reward_logic", "def compute_reward(answer):\n    return 1.0", "must take 3 arguments", {}),
+    (
+        "reward_logic",
+        "def compute_reward(response, expected):\n    return 1.0",
+        "`compute_reward(response, expected)` cannot be called as the reward: the script has "
+        "nothing to pass as `response`. The script passes `scenario`, `answer`, `trajectory` by "
+        "name",
+        {},
+    ),
+    (
+        "reward_logic",
+        "def compute_reward(answer, *, strict):\n    return 1.0",
+        "nothing to pass as `strict`",
+        {},
+    ),
     ("reward_logic", "import os", "`compute_reward`", {}),
+    ("extra_packages", "pyyaml @ https://evil.example/x.whl", "no URLs", YAML_REWARD),
+    ("extra_packages", "--index-url https://evil.example pyyaml", "no URLs", YAML_REWARD),
+    ("extra_packages", "./vendor/pyyaml", "not a package requirement", YAML_REWARD),
+    ("extra_packages", 'pyyaml; python_version < "3.12"', "not a package requirement", YAML_REWARD),
+    ("extra_packages", 'pyyaml"]\nevil = ["x', "not a package requirement", YAML_REWARD),
+    ("extra_packages", '["pyyaml", 3]', "a JSON list of requirement strings", YAML_REWARD),
     ("reward_mix", "2", "out of range", {}),
     ("judge_model", "gpt 5", "not a LiteLLM model id", {}),
     ("train_fraction", "0", "out of range", {"train_split": "fraction"}),
@@ -257,5 +308,6 @@ def test_every_question_refuses_an_empty_answer(step: str) -> None:
         "tool_code": {"tool_execution": "local"},
         "tool_urls": {"tool_execution": "http"},
         "hyperparameter_values": {"hyperparameters": "customize"},
+        "extra_packages": YAML_REWARD,
     }.get(step, {})
     refused(session_at(step, **scene), Reply(text="   "))

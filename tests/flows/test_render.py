@@ -165,26 +165,52 @@ def test_py_literal_evaluates_to_the_same_value(value: Any) -> None:
     assert ast.literal_eval(py_literal(value)) == value
 
 
+def _function(script: str, name: str) -> ast.FunctionDef:
+    found = [
+        node
+        for node in ast.parse(script).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name
+    ]
+    assert len(found) == 1, f"{name} is defined {len(found)} times at the script's top level"
+    assert isinstance(found[0], ast.FunctionDef)
+    return found[0]
+
+
 def test_user_code_is_inserted_only_where_code_belongs_and_only_when_it_parses() -> None:
     answers = answers_for("game", "programmatic", "open_ended", "local", False)
     script = render_script(answers)
-    assert answers["environment"].strip() in script
+    # The environment is the body of a function of its own, statement for statement, followed by
+    # the return of its entry points.
+    placed = _function(script, "user_environment")
+    expected = ast.parse(answers["environment"]).body
+    assert ast.dump(ast.Module(placed.body[:-1], [])) == ast.dump(ast.Module(expected, []))
+    assert ast.unparse(placed.body[-1]) == (
+        "return (create_game, render_observation, apply_action, is_finished)"
+    )
     answers["environment"] = "def create_game(s):\n  return (\n"
     with pytest.raises(SyntaxError):
         render_script(answers)
 
 
-def test_reward_code_that_redefines_the_script_is_refused_at_render() -> None:
+def test_reward_code_with_the_script_s_own_names_keeps_them_to_itself() -> None:
     answers = answers_for("single", "programmatic", "dataset", "local", False)
     answers["reward_logic"] = {
         "kind": "function",
         "code": (
-            "def compute_reward(scenario, answer, trajectory):\n    return 1.0\n\n"
-            "def rollout():\n    pass\n"
+            "import random\nfrom random import random as rollout\n\nTASK = 'mine'\n\n\n"
+            "def compute_reward(scenario, answer, trajectory):\n    return rollout() + len(TASK)\n"
         ),
     }
-    with pytest.raises(RenderError, match="rollout"):
-        render_script(answers)
+    script = render_script(answers)
+    module = ast.parse(script)
+    top_level = [
+        node.name
+        for node in module.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "rollout"
+    ]
+    assert top_level == ["rollout"]  # the script's own, untouched
+    assert "TASK = 'mine'" in ast.unparse(_function(script, "user_reward"))
+    assert "compute_reward = user_reward()" in script
 
 
 def test_missing_answers_are_named() -> None:

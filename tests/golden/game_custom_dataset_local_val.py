@@ -204,30 +204,43 @@ def load_scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Scena
     return train, val
 
 # --- Your environment (from the wizard): create_game, render_observation, apply_action, is_finished ---
-def create_game(scenario):
-    return {"target": int(scenario["target"]), "guesses": [], "won": False}
+# Your code runs inside a function of its own, so its imports, helpers and constants are its own
+# and never clash with the script's names; the script uses only what the function returns.
+def user_environment():
+    def create_game(scenario):
+        return {"target": int(scenario["target"]), "guesses": [], "won": False}
+
+    def render_observation(game):
+        return f"Guess my number from 1 to 9. Guesses so far: {game['guesses']}"
+
+    def apply_action(game, action):
+        digits = [c for c in action if c.isdigit()]
+        if not digits:
+            raise ValueError(f"not a number: {action!r}")
+        guess = int(digits[0])
+        game["guesses"].append(guess)
+        game["won"] = guess == game["target"]
+
+    def is_finished(game):
+        return game["won"] or len(game["guesses"]) >= 5
+
+    return create_game, render_observation, apply_action, is_finished
 
 
-def render_observation(game):
-    return f"Guess my number from 1 to 9. Guesses so far: {game['guesses']}"
-
-
-def apply_action(game, action):
-    digits = [c for c in action if c.isdigit()]
-    if not digits:
-        raise ValueError(f"not a number: {action!r}")
-    guess = int(digits[0])
-    game["guesses"].append(guess)
-    game["won"] = guess == game["target"]
-
-
-def is_finished(game):
-    return game["won"] or len(game["guesses"]) >= 5
+create_game, render_observation, apply_action, is_finished = user_environment()
 
 
 # --- Your reward (from the wizard) ---
-def compute_reward(scenario, game, trajectory):
-    return 1.0 if game['won'] else 0.0
+# Your code runs inside a function of its own, so its imports, helpers and constants are its own
+# and never clash with the script's names; the script uses only what the function returns.
+def user_reward():
+    def compute_reward(scenario, game, trajectory):
+        return 1.0 if game['won'] else 0.0
+
+    return compute_reward
+
+
+compute_reward = user_reward()
 
 
 # --- Rollout ---

@@ -182,13 +182,18 @@ def parse_tool_arguments(arguments: str) -> dict[str, Any]:
 
 
 # --- Your tool implementations (from the wizard) ---
-def add(a: int, b: int) -> str:
-    return str(int(a) + int(b))
+# Your code runs inside a function of its own, so its imports, helpers and constants are its own
+# and never clash with the script's names; the script uses only what the function returns.
+def user_tools() -> dict[str, Any]:
+    def add(a: int, b: int) -> str:
+        return str(int(a) + int(b))
+
+    return {
+        'add': add,
+    }
 
 
-TOOL_FUNCTIONS: dict[str, Any] = {
-    'add': add,
-}
+TOOL_FUNCTIONS = user_tools()
 _tools_reported: set[str] = set()
 
 
