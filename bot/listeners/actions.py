@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from slack_bolt import Ack, App
+from slack_bolt import App, BoltContext
 from slack_sdk import WebClient
 
 from bot.blocks import (
@@ -16,7 +16,8 @@ from bot.blocks import (
     RUN_FIX_ACTION,
     parse_answer_value,
 )
-from bot.listeners.guard import guarded
+from bot.listeners.guard import acknowledge, guarded, turn
+from bot.metrics import BotMetrics
 from bot.script_results import parse_session_ref
 from bot.wizard import Incoming, WizardService
 from flows import Reply
@@ -24,14 +25,12 @@ from runner.schemas import FixAction
 from storage.sessions import SessionKey
 
 
-def register(app: App, service: WizardService) -> None:
+def register(app: App, service: WizardService, metrics: BotMetrics) -> None:
     """Every button the bot posts."""
 
-    @app.action(re.compile(rf"^{ANSWER_ACTION}:\d+$"))
     def on_answer_click(
-        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+        body: dict[str, Any], action: dict[str, Any], client: WebClient, context: BoltContext
     ) -> None:
-        ack()
         parsed = parse_answer_value(action.get("value") or "")
         key = action_key(body)
         if parsed is None or key is None:
@@ -39,45 +38,52 @@ def register(app: App, service: WizardService) -> None:
         step_id, value = parsed
         user = body["user"]["id"]
         incoming = Incoming(key, user, Reply.button(step_id, value), click_id(body, action))
-        guarded(lambda: service.handle(client, incoming), client, key, service)
+        with turn(metrics, context, "action", key):
+            guarded(lambda: service.handle(client, incoming), client, key, service)
 
-    @app.action(re.compile(rf"^({'|'.join(RESULT_ACTIONS)})$"))
     def on_result_click(
-        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+        body: dict[str, Any], action: dict[str, Any], client: WebClient, context: BoltContext
     ) -> None:
-        ack()
         key = parse_session_ref(action.get("value") or "")
         if key is None:
             return
         user = body["user"]["id"]
         delivery = click_id(body, action)
-        guarded(
-            lambda: service.result_action(client, key, user, action["action_id"], delivery),
-            client,
-            key,
-            service,
-        )
+        with turn(metrics, context, "action", key):
+            guarded(
+                lambda: service.result_action(client, key, user, action["action_id"], delivery),
+                client,
+                key,
+                service,
+            )
 
-    @app.action(RUN_CANCEL_ACTION)
     def on_run_cancel(
-        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+        body: dict[str, Any], action: dict[str, Any], client: WebClient, context: BoltContext
     ) -> None:
-        ack()
         run_id = clicked_run(action)
         if run_id is not None:
             user = body["user"]["id"]
-            guarded(lambda: service.cancel_run(client, run_id, user))
+            with turn(metrics, context, "action", action_key(body), team=context.team_id):
+                guarded(lambda: service.cancel_run(client, run_id, user))
 
-    @app.action(re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"))
     def on_run_fix(
-        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+        body: dict[str, Any], action: dict[str, Any], client: WebClient, context: BoltContext
     ) -> None:
-        ack()
         run_id = clicked_run(action)
         if run_id is not None:
             fix = FixAction(action["action_id"].split(":", 1)[1])
             user, delivery = body["user"]["id"], click_id(body, action)
-            guarded(lambda: service.fix_run(client, run_id, fix, user, delivery))
+            with turn(metrics, context, "action", action_key(body), team=context.team_id):
+                guarded(lambda: service.fix_run(client, run_id, fix, user, delivery))
+
+    app.action(re.compile(rf"^{ANSWER_ACTION}:\d+$"))(ack=acknowledge, lazy=[on_answer_click])
+    app.action(re.compile(rf"^({'|'.join(RESULT_ACTIONS)})$"))(
+        ack=acknowledge, lazy=[on_result_click]
+    )
+    app.action(RUN_CANCEL_ACTION)(ack=acknowledge, lazy=[on_run_cancel])
+    app.action(re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"))(
+        ack=acknowledge, lazy=[on_run_fix]
+    )
 
 
 def action_key(body: Mapping[str, Any]) -> SessionKey | None:

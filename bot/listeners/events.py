@@ -10,7 +10,8 @@ from slack_bolt import App, BoltContext
 from slack_sdk import WebClient
 
 from bot.attachments import attachment_from_file
-from bot.listeners.guard import guarded
+from bot.listeners.guard import acknowledge, guarded, turn
+from bot.metrics import BotMetrics
 from bot.slack_text import as_typed
 from bot.wizard import Incoming, WizardService
 from flows import Attachment, Reply
@@ -21,27 +22,30 @@ IGNORED_SUBTYPES = frozenset(
 )
 
 
-def register(app: App, service: WizardService) -> None:
+def register(app: App, service: WizardService, metrics: BotMetrics) -> None:
     """The thread replies that answer wizards, and the Home tab that lists them."""
 
-    @app.event("message")
     def on_message(
         event: dict[str, Any], body: dict[str, Any], client: WebClient, context: BoltContext
     ) -> None:
         incoming = message_incoming(event, body, client, context, service.max_upload_bytes)
         if incoming is None:
             return
-        if isinstance(incoming, Refusal):  # an edit, or a file we could not take: owner only
-            service.refuse(client, incoming.key, incoming.user, incoming.text)
-            return
-        guarded(lambda: service.handle(client, incoming), client, incoming.key, service)
+        with turn(metrics, context, "event", incoming.key):
+            if isinstance(incoming, Refusal):  # an edit, or a file we could not take: owner only
+                service.refuse(client, incoming.key, incoming.user, incoming.text)
+                return
+            guarded(lambda: service.handle(client, incoming), client, incoming.key, service)
 
-    @app.event("app_home_opened")
     def on_home(event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         if event.get("tab", "home") != "home":
             return
         user = event["user"]
-        guarded(lambda: service.publish_home(client, user, context.team_id or ""))
+        with turn(metrics, context, "event", team=context.team_id):
+            guarded(lambda: service.publish_home(client, user, context.team_id or ""))
+
+    app.event("message")(ack=acknowledge, lazy=[on_message])
+    app.event("app_home_opened")(ack=acknowledge, lazy=[on_home])
 
 
 @dataclass(frozen=True)
