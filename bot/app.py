@@ -40,7 +40,7 @@ from storage import migrations
 from storage.database import create_database_engine, data_dir
 from storage.sessions import SessionStore
 
-LISTENER_WORKERS = 32
+LISTENER_WORKERS = 8
 """Threads for the listeners' work after their acks (SQL, rendering, Slack calls)."""
 REQUEST_KINDS = {"event_callback": "event", "block_actions": "action", "url_verification": "event"}
 
