@@ -111,6 +111,7 @@ class Run:
     wall_s: float = 0.0
     doubled: int = 0
     bot_acks: float | None = None
+    bot_ack_bounds: dict[float, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, sample: Sample) -> None:
@@ -380,6 +381,23 @@ def acks_counted(metrics: str) -> float:
     )
 
 
+def bot_side_ack_bounds(metrics: str) -> dict[float, float]:
+    """From the bot's `artbot_slack_ack_seconds` histogram (every kind): for p50 and p99, the
+    bucket bound that the quantile falls under (inf when above the largest)."""
+    cumulative: dict[float, float] = {}
+    for line in metrics.splitlines():
+        if line.startswith("artbot_slack_ack_seconds_bucket{"):
+            bound = float(line.split('le="', 1)[1].split('"', 1)[0])
+            cumulative[bound] = cumulative.get(bound, 0.0) + float(line.rsplit(" ", 1)[1])
+    total = cumulative.get(math.inf, 0.0)
+    bounds: dict[float, float] = {}
+    for fraction in (0.5, 0.99):
+        bounds[fraction] = next(
+            (b for b in sorted(cumulative) if cumulative[b] >= fraction * total), math.inf
+        )
+    return bounds
+
+
 def run_one(database: Database, args: argparse.Namespace) -> Run:
     """Start the fake Slack and the bot on `database`, let the users loose, stop everything."""
     run = Run(database.label, args.users, args.turns + 1)
@@ -411,7 +429,9 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
             time.sleep(1.0)  # a late double would land now
             run.doubled = sum(user.doubled() for user in users)
             status, metrics = http_get(f"{base}/metrics")
-            run.bot_acks = acks_counted(metrics) if status == 200 else None
+            if status == 200:
+                run.bot_acks = acks_counted(metrics)
+                run.bot_ack_bounds = bot_side_ack_bounds(metrics)
     return run
 
 
@@ -453,7 +473,11 @@ def report(run: Run, args: argparse.Namespace) -> str:
             f"{milliseconds(turns, 0.5)} {milliseconds(turns, 0.99)} "
         )
     if run.bot_acks is not None:
-        lines.append(f"the bot's /metrics counted {run.bot_acks:.0f} acks (warm-up included)")
+        p50, p99 = (run.bot_ack_bounds.get(f, math.inf) * 1000 for f in (0.5, 0.99))
+        lines.append(
+            f"the bot's /metrics: {run.bot_acks:.0f} acks (warm-up included); inside Bolt "
+            f"(request parsed to ack) p50 <= {p50:g} ms, p99 <= {p99:g} ms"
+        )
     # "U0BENCH003: ConnectionResetError: ..." -> one line per kind of error, with a count.
     kinds = Counter(error.partition(": ")[2] for error in run.errors)
     for message, count in kinds.most_common(5):
