@@ -4,10 +4,17 @@ lines that carry the Slack ids. Real HTTP on loopback (uvicorn), the real databa
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +30,7 @@ from storage.sql_store import SqlStore
 from tests.bot.conftest import Bot, BotFactory, SlackUser
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import slash_command
-from tests.fakes.workspace import TEAM_ID
+from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID, SIGNING_SECRET, TEAM_ID, USER_ID
 
 GENEROUS_S = 20.0  # a cap on waits, never a measurement
 
@@ -197,3 +204,58 @@ def test_a_listener_failure_is_logged_with_its_thread_ids(
     key = f"{TEAM_ID}/{user.channel}/{user.thread}"
     assert f"team={TEAM_ID} channel={user.channel} thread={user.thread} session={key}" in line
     assert "RuntimeError: the database went away" in line
+
+
+# ---- `artbot serve` itself ------------------------------------------------------------------
+
+
+def test_artbot_serve_acks_answers_probes_and_stops_on_sigterm(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    """The real command in a process of its own (HTTP mode, SQLite): probes, a signed command
+    acked and answered, key=value log lines, and a clean exit on SIGTERM."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ARTBOT_"))}
+    env |= {
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": fake.base_url,
+        "ARTBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'artbot.db'}",
+        "ARTBOT_SCRIPTS_DIR": str(tmp_path / "scripts"),
+        "ARTBOT_DRYRUN": "false",
+        "NO_PROXY": "127.0.0.1",
+    }
+    command = [sys.executable, "-m", "artbot.cli", "serve", "--host", "127.0.0.1"]
+    base = f"http://127.0.0.1:{port}"
+    with subprocess.Popen(
+        [*command, "--port", str(port)], env=env, stderr=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            deadline = time.monotonic() + GENEROUS_S
+            while not _healthy(f"{base}/healthz"):
+                assert process.poll() is None, "artbot serve exited"
+                assert time.monotonic() < deadline, "no healthy /healthz in time"
+                time.sleep(0.05)
+            request = slash_command(user_id=USER_ID, channel_id=CHANNEL_ID)
+            assert request.post(f"{base}/slack/events").status == 200
+            fake.wait_for(lambda f: any(m.is_reply for m in f.messages(CHANNEL_ID)))
+            metrics = get(f"{base}/metrics")[2]
+            assert 'artbot_slack_acks_total{kind="command",status="200"} 1.0' in metrics
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, errors = process.communicate(timeout=GENEROUS_S)
+    assert process.returncode == 0, errors
+    lines = errors.splitlines()
+    assert any(
+        line.startswith("ts=") and "level=INFO logger=bot.serve" in line and f":{port}" in line
+        for line in lines
+    ), errors
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return get(url)[0] == 200
+    except OSError:  # not listening yet
+        return False
