@@ -2,11 +2,11 @@
 every listener (bot/listeners) registered on it.
 
 Ack first, in the request's own path: the app runs with `process_before_response=True`, so Bolt
-calls each listener's ack function on the thread that received the request (the HTTP server's,
-or Socket Mode's) and answers at once; the work is a lazy listener that Bolt submits to its
-listener executor afterwards. A saturated executor delays turns, never acks. (Without
-`process_before_response` Bolt runs the ack function itself in the executor and polls for it,
-so acks queue behind slow work: the collapse issue 9 saw at 200 users.)
+calls each listener on the thread that received the request (uvicorn's event loop, or Socket
+Mode's); the listener acks, parses, and hands the work to `AfterAck`'s pool of LISTENER_WORKERS
+threads. A saturated pool delays turns, never acks. (Without `process_before_response` Bolt runs
+every listener in its executor and polls for the ack, so acks queued behind slow work: the
+collapse issue 9 saw at 200 users.)
 
 Sync Bolt, on purpose: the work behind a reply is blocking anyway (SQL, rendering, ruff and
 pyright subprocesses, the dry run); the async app would need every one of them in a thread.
@@ -28,7 +28,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot.listeners import register_listeners
-from bot.listeners.guard import RECEIVED_AT
+from bot.listeners.guard import RECEIVED_AT, AfterAck
 from bot.metrics import BotMetrics
 from bot.migrations import BOT_DATABASE
 from bot.script_results import Dryrun, ScriptResults
@@ -54,7 +54,7 @@ class ArtbotApp(App):
 
     def dispatch(self, req: BoltRequest) -> BoltResponse:
         received = time.monotonic()
-        req.context[RECEIVED_AT] = received  # copied to the lazy work: turn latency from here
+        req.context[RECEIVED_AT] = received  # turn latency counts from here
         response = super().dispatch(req)
         kind = request_kind(req.body)
         self.metrics.acks.labels(kind, str(response.status)).inc()
@@ -158,11 +158,9 @@ def create_app(
         signing_secret=secret.get_secret_value() if secret else None,
         # Socket Mode connections are authenticated by the app token; HTTP requests by signature.
         request_verification_enabled=secret is not None,
-        # Ack functions run where the request arrived; lazy work goes to the executor.
+        # Listeners run where the request arrived; they ack and hand their work to AfterAck.
         process_before_response=True,
-        listener_executor=ThreadPoolExecutor(
-            max_workers=LISTENER_WORKERS, thread_name_prefix="bolt"
-        ),
     )
-    register_listeners(app, service, metrics)
+    work = ThreadPoolExecutor(max_workers=LISTENER_WORKERS, thread_name_prefix="after-ack")
+    register_listeners(app, service, AfterAck(metrics, work))
     return app

@@ -10,13 +10,13 @@ from __future__ import annotations
 from slack_bolt import App
 
 from bot.listeners import actions, commands, events
-from bot.metrics import BotMetrics
+from bot.listeners.guard import AfterAck
 from bot.wizard import WizardService
 
 
-def register_listeners(app: App, service: WizardService, metrics: BotMetrics) -> None:
+def register_listeners(app: App, service: WizardService, after_ack: AfterAck) -> None:
     """Register the slash command, the events and the button clicks on `app`: each acks at
-    once (`guard.acknowledge`) and does its work afterwards, timed into `metrics`."""
-    commands.register(app, service, metrics)
-    events.register(app, service, metrics)
-    actions.register(app, service, metrics)
+    once and hands its work to `after_ack`."""
+    commands.register(app, service, after_ack)
+    events.register(app, service, after_ack)
+    actions.register(app, service, after_ack)

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from slack_bolt import App, BoltContext, Respond
+from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
-from bot.listeners.guard import acknowledge, guarded, turn
-from bot.metrics import BotMetrics
+from bot.listeners.guard import AfterAck
 from bot.slack_text import as_typed
 from bot.wizard import WizardService
 
 
-def register(app: App, service: WizardService, metrics: BotMetrics) -> None:
+def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
     """`/train-rl [list|runs|help|task]`: answers go privately through the response_url."""
 
+    @app.command("/train-rl")
     def on_train_rl(
-        command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond
+        ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond
     ) -> None:
+        ack()
         text = as_typed(command.get("text") or "").strip()  # Slack escapes `&`, `<`, `>`
         team = command.get("team_id") or context.team_id or ""
         user = command["user_id"]
@@ -29,7 +30,4 @@ def register(app: App, service: WizardService, metrics: BotMetrics) -> None:
             if answer is not None:
                 respond(text=answer, response_type="ephemeral")
 
-        with turn(metrics, context, "command", team=team, channel=channel):
-            guarded(work)
-
-    app.command("/train-rl")(ack=acknowledge, lazy=[on_train_rl])
+        after_ack.submit(context, "command", work, team=team, channel=channel)
