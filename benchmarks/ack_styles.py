@@ -8,8 +8,10 @@ Each style serves one slash command under uvicorn in a process of its own, point
 Slack of tests/fakes. Its listener acks, then does what a turn does in miniature: `--cpu-ms` of
 pure-Python work holding the GIL (as SQL and rendering do) and one chat.postMessage to the fake
 Slack, which answers after `--slack-latency-ms`.
-- sync: `App(process_before_response=True)`, the ack function in the request's path and the work
-  a lazy listener on LISTENER_WORKERS threads (what `artbot serve` runs);
+- sync: `App(process_before_response=True)`, the listener in the request's path: it acks and
+  submits the work to a pool of LISTENER_WORKERS threads (what `artbot serve` runs);
+- lazy: the same with Bolt's lazy listeners (the ack function, then the work as a lazy
+  function on Bolt's executor of LISTENER_WORKERS threads);
 - async: `AsyncApp` with an `AsyncWebClient`, the work a lazy coroutine: the CPU part through
   `asyncio.to_thread`, the Slack call awaited.
 `--users` client threads each send `--requests` commands back to back. Measured: ack p50/p99
@@ -41,7 +43,7 @@ from tests.fakes.slack_requests import slash_command  # noqa: E402
 from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
-STYLES = ("sync", "async")
+STYLES = ("sync", "lazy", "async")
 
 
 def burn(seconds: float) -> None:
@@ -51,7 +53,7 @@ def burn(seconds: float) -> None:
         sum(range(200))
 
 
-def sync_web(base_url: str, cpu_s: float) -> Any:
+def sync_web(base_url: str, cpu_s: float, lazy: bool) -> Any:
     from concurrent.futures import ThreadPoolExecutor as Pool
 
     from slack_bolt import Ack, App
@@ -60,21 +62,29 @@ def sync_web(base_url: str, cpu_s: float) -> Any:
 
     from bot.app import LISTENER_WORKERS
 
+    pool = Pool(max_workers=LISTENER_WORKERS)
     app = App(
         client=WebClient(token=BOT_TOKEN, base_url=base_url),
         signing_secret=SIGNING_SECRET,
         process_before_response=True,
-        listener_executor=Pool(max_workers=LISTENER_WORKERS),
+        listener_executor=pool,
     )
-
-    def acknowledge(ack: Ack) -> None:
-        ack()
 
     def work(command: dict[str, Any], client: WebClient) -> None:
         burn(cpu_s)
         client.chat_postMessage(channel=command["channel_id"], text="done")
 
-    app.command("/train-rl")(ack=acknowledge, lazy=[work])
+    def acknowledge(ack: Ack) -> None:
+        ack()
+
+    def ack_and_submit(ack: Ack, command: dict[str, Any], client: WebClient) -> None:
+        ack()
+        pool.submit(work, command, client)
+
+    if lazy:
+        app.command("/train-rl")(ack=acknowledge, lazy=[work])
+    else:
+        app.command("/train-rl")(ack_and_submit)
     return SlackRequestHandler(app)
 
 
@@ -103,7 +113,11 @@ def async_web(base_url: str, cpu_s: float) -> Any:
 def serve(style: str, base_url: str, port: int, cpu_s: float) -> None:
     import uvicorn
 
-    web = (sync_web if style == "sync" else async_web)(base_url, cpu_s)
+    web = (
+        async_web(base_url, cpu_s)
+        if style == "async"
+        else sync_web(base_url, cpu_s, style == "lazy")
+    )
     uvicorn.run(web, host=LOOPBACK, port=port, log_level="warning", access_log=False)
 
 

@@ -21,9 +21,10 @@ Send = Callable[[Message], Awaitable[None]]
 
 
 class BotWeb:
-    """Routes by path. Bolt's handler acks on the event loop: with `process_before_response`
-    a dispatch runs only the ack function (no I/O) and hands the work to Bolt's executor. The
-    probes query the database, so they run on a worker thread and never stall an ack."""
+    """Routes by path. Bolt's handler acks on the event loop: with `process_before_response` a
+    dispatch runs only the listener, which acks and hands its work (all the I/O) to AfterAck's
+    pool. The probes query the database, so they run on a worker thread and never stall an
+    ack."""
 
     def __init__(
         self, health: Callable[[], Health], metrics: BotMetrics, app: App | None = None
