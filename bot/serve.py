@@ -21,6 +21,7 @@ from typing import Any
 import uvicorn
 from slack_bolt import App
 from slack_bolt.error import BoltError
+from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.app import ArtbotApp, build_service, create_app
@@ -172,7 +173,12 @@ def run_serve_command(args: argparse.Namespace) -> int:
             from slack_bolt.adapter.socket_mode import SocketModeHandler
 
             socket_mode = SocketModeHandler(app, settings.slack_app_token.get_secret_value())
-            socket_mode.connect()
+            try:
+                socket_mode.connect()
+            except SlackApiError as error:
+                reason = error.response.get("error") if error.response else error
+                print(f"Cannot start artbot: Socket Mode refused ({reason}).", file=sys.stderr)
+                return 2
             web = web_for(app, service, socket_mode.client.is_connected)
             log.info("artbot serving over Socket Mode; /healthz and /metrics on port %d", port)
         else:

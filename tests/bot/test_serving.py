@@ -259,3 +259,27 @@ def _healthy(url: str) -> bool:
         return get(url)[0] == 200
     except OSError:  # not listening yet
         return False
+
+
+def test_artbot_serve_in_socket_mode_says_when_slack_refuses_the_socket(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    """The fake Slack has no apps.connections.open: Socket Mode cannot open, and serve says so."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ARTBOT_"))}
+    env |= {
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_APP_TOKEN": "xapp-1-A0TEST-1-secret",
+        "SLACK_API_URL": fake.base_url,
+        "ARTBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'artbot.db'}",
+        "NO_PROXY": "127.0.0.1",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "artbot.cli", "serve", "--host", "127.0.0.1", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=GENEROUS_S * 3,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Cannot start artbot: Socket Mode refused (unknown_method)." in result.stderr
+    assert [c.method for c in fake.calls()][-1] == "apps.connections.open"
