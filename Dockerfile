@@ -17,6 +17,7 @@ COPY templates ./templates
 COPY artbot ./artbot
 COPY checks ./checks
 COPY config ./config
+COPY assistant ./assistant
 COPY storage ./storage
 COPY bot ./bot
 COPY runner ./runner

@@ -62,6 +62,15 @@ def as_typed(text: str) -> str:
     return "".join(parts)
 
 
+def without_mention_of(user_id: str | None, text: str) -> str:
+    """`text` without a leading mention of `user_id` (`<@U0BOT> static` -> `static`): people
+    address the bot in its own thread; the mention is not part of their answer."""
+    if not user_id:
+        return text
+    match = re.match(rf"\s*<@{re.escape(user_id)}(?:\|[^<>]*)?>\s*", text)
+    return text[match.end() :] if match else text
+
+
 def _readable(form: str) -> str:
     target, _, label = form.partition("|")
     target, label = unescape(target), unescape(label)

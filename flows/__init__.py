@@ -14,8 +14,10 @@ from flows.engine import MAX_REPLY_CHARS, advance, begin
 from flows.flow import Flow
 from flows.render import RenderError, render_script
 from flows.replay import AnswersError, replay
+from flows.secrets import redact_secrets
 from flows.session import Session
-from flows.steps import Attachment
+from flows.steps import Attachment, Choice, InvalidAnswer, ValuesMenu
+from flows.tool_schemas import tool_schemas_from_code
 from flows.train_rl import TRAIN_RL, hyperparameters
 from flows.turns import (
     Answered,
@@ -39,9 +41,11 @@ __all__ = [
     "AnswersError",
     "Attachment",
     "Cancelled",
+    "Choice",
     "Completed",
     "Effect",
     "Flow",
+    "InvalidAnswer",
     "Message",
     "Notice",
     "OptionView",
@@ -51,9 +55,12 @@ __all__ = [
     "Reply",
     "Session",
     "Turn",
+    "ValuesMenu",
     "advance",
     "begin",
     "hyperparameters",
+    "redact_secrets",
     "render_script",
     "replay",
+    "tool_schemas_from_code",
 ]

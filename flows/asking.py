@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from flows.flow import Flow
-from flows.questions import explanation, open_question, question, shown_answer
+from flows.questions import explanation, open_question, shown_answer
 from flows.session import Session
 from flows.steps import AnyStep
 from flows.turns import Answered, Completed, Effect, Message, Notice, Problem, Turn
@@ -37,13 +37,14 @@ def reask(flow: Flow, session: Session, problem: str) -> Turn:
 
 
 def fail(flow: Flow, session: Session, step: AnyStep, error: str) -> Turn:
-    """Refuse an answer to `step` and ask again; after a few failures, explain what it needs."""
+    """Refuse an answer to `step` and ask its open question again (a menu's value being typed
+    stays the question); after a few failures, explain what it needs."""
     count = session.failures.get(step.id, 0) + 1
     failed = session.changed(failures={**session.failures, step.id: count})
     text = error
     if count >= FAILURES_BEFORE_EXPLAINING:
         text += "\n\n" + explanation(step)
-    return Turn(failed, (Problem(text), question(flow, failed, step)))
+    return Turn(failed, (Problem(text), open_question(flow, failed, step)))
 
 
 def store(flow: Flow, session: Session, step: AnyStep, value: Any) -> Turn:

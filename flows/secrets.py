@@ -36,3 +36,14 @@ def looks_like_secret(text: str) -> str | None:
         if pattern.search(text):
             return kind
     return None
+
+
+REDACTED = "[redacted]"
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with every key- or token-shaped string replaced by [redacted] (before it leaves
+    artbot, e.g. for a language model)."""
+    for _kind, pattern in _PATTERNS:
+        text = pattern.sub(REDACTED, text)
+    return text

@@ -9,12 +9,13 @@ Two kinds of error, so that a caller retries only what may work later:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from runner.schemas import EventsPage, Health, Job, JobSubmission, LogTail
+from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -60,6 +61,15 @@ class RunnerClient:
     def submit(self, submission: JobSubmission) -> Job:
         """Queue a script; the same idempotency key gives back the same job (a safe retry)."""
         return self._call("POST", "/jobs", Job, json=submission.model_dump(mode="json"))
+
+    def jobs(
+        self, states: Sequence[JobState] = (), before: str | None = None, limit: int = 50
+    ) -> JobsPage:
+        """Jobs newest first, in `states` (all when empty); page on with `before=next_before`."""
+        params: dict[str, Any] = {"limit": limit, "state": [state.value for state in states]}
+        if before is not None:
+            params["before"] = before
+        return self._call("GET", "/jobs", JobsPage, params=params)
 
     def job(self, job_id: str) -> Job:
         return self._call("GET", f"/jobs/{job_id}", Job)

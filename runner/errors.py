@@ -25,3 +25,7 @@ class IdempotencyConflict(JobRequestError):
 
 class ResumeConflict(JobRequestError):
     """resume_from_job names a job whose folder an active job is using (409)."""
+
+
+class InvalidQuery(JobRequestError):
+    """A query the runner cannot answer as asked (422): a cursor that names no job."""

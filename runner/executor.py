@@ -20,6 +20,7 @@ from pathlib import Path
 from runner import supervise
 from runner.failures import make_failure, stale_gpu_failure
 from runner.gpu import GpuInfo
+from runner.job_user import JobUser
 from runner.processes import JOB_MARKER_ENV, is_alive, process_start_id
 from runner.schemas import Failure, FailureKind
 
@@ -69,6 +70,15 @@ ALLOWED_ENV = (
 ART_PATH_FLAG = "--art-path"
 _GPU_MEMORY_FLAG = "--gpu-memory-utilization"
 _GPU_MEMORY_CONSTANT = re.compile(r"^GPU_MEMORY_UTILIZATION\s*=\s*([0-9.]+)\s*$", re.M)
+
+
+RUNNER_SET_ENV = ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "PYTHONUNBUFFERED")
+"""Set by the runner for every job (with its marker, ARTBOT_RUNNER_JOB_ID)."""
+
+
+def passed_env_names(secret_names: Sequence[str]) -> frozenset[str]:
+    """Every variable a job may get: the allow-list, the operator's secrets, the runner's own."""
+    return frozenset((*ALLOWED_ENV, *secret_names, *RUNNER_SET_ENV))
 
 
 def build_env(
@@ -125,9 +135,15 @@ def gpu_memory_fraction(script: str, args: Sequence[str]) -> float | None:
 
 
 def supervisor_argv(
-    runner_dir: Path, run_dir: Path, max_bytes: int, command: Sequence[str]
+    runner_dir: Path,
+    run_dir: Path,
+    max_bytes: int,
+    command: Sequence[str],
+    user: JobUser | None = None,
 ) -> list[str]:
-    """The supervisor, run by path in isolated mode: it needs nothing but the standard library."""
+    """The supervisor, run by path in isolated mode: it needs nothing but the standard library.
+    With `user`, it runs the command as that user."""
+    as_user = ["--user", str(user.uid), "--group", str(user.gid)] if user is not None else []
     return [
         sys.executable,
         "-I",
@@ -138,6 +154,7 @@ def supervisor_argv(
         str(run_dir),
         "--max-bytes",
         str(max_bytes),
+        *as_user,
         "--",
         *command,
     ]
@@ -271,6 +288,22 @@ class JobProcess:
         if self._popen is not None:
             self._popen.poll()
 
+    def release(self) -> None:
+        """Let the supervisor start the command (its launch is recorded by now)."""
+        assert self._popen is not None and self._popen.stdin is not None
+        with self._popen.stdin as gate:
+            gate.write(supervise.GO_LINE)
+
+    def abandon(self) -> None:
+        """Give up a launch that could not be recorded: the supervisor sees EOF and runs nothing."""
+        assert self._popen is not None and self._popen.stdin is not None
+        self._popen.stdin.close()
+        self._popen.wait()
+
+    def released(self) -> bool:
+        """Whether the supervisor was told to start the command (it may have ended since)."""
+        return (self.runner_dir / supervise.RELEASED_FILE).exists()
+
     def exit_status(self) -> ExitStatus | None:
         """The command's exit as the supervisor recorded it, or None (the supervisor was killed)."""
         try:
@@ -287,13 +320,17 @@ class JobProcess:
 def launch(
     argv: Sequence[str], env: Mapping[str, str], run_dir: Path, runner_dir: Path
 ) -> JobProcess:
-    """Start the supervisor in a new session (its own process group), without a shell."""
+    """Start the supervisor in a new session (its own process group), without a shell.
+
+    It waits for `release()` before it runs the command: record its pid first."""
+    for name in supervise.RUN_FILES:  # an earlier launch that was never released
+        (runner_dir / name).unlink(missing_ok=True)
     with (runner_dir / supervise.SUPERVISOR_LOG).open("ab") as supervisor_log:
         popen = subprocess.Popen(
             list(argv),
             cwd=run_dir,
             env=dict(env),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,  # the release gate: `go`, or EOF if the runner dies first
             stdout=supervisor_log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

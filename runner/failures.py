@@ -31,6 +31,9 @@ class FailureContext:
     has_checkpoints: bool = False
     timed_out: bool = False
     max_runtime_s: float | None = None
+    memory_used_bytes: int | None = None
+    """Set when the runner stopped the job for holding more memory than the per-job limit."""
+    memory_limit_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -304,6 +307,25 @@ def _timeout(ctx: FailureContext) -> Failure:
     )
 
 
+def _memory_limit(ctx: FailureContext) -> Failure:
+    gib = 1024**3
+    used = f"{(ctx.memory_used_bytes or 0) / gib:.1f} GiB"
+    limit = f" of {ctx.memory_limit_bytes / gib:.1f} GiB" if ctx.memory_limit_bytes else ""
+    return make_failure(
+        kind=FailureKind.memory_limit,
+        summary=(
+            f"The job's processes held {used} of host memory, over the runner's per-job "
+            f"limit{limit}, and were stopped."
+        ),
+        fix=(
+            "Lower what the job keeps in host memory (smaller batches or datasets loaded "
+            "lazily), or ask the runner's operator to raise ARTBOT_RUNNER_JOB_MEMORY_MAX."
+            + (" Resuming continues from the last checkpoint." if ctx.has_checkpoints else "")
+        ),
+        fix_action=FixAction.resume if ctx.has_checkpoints else None,
+    )
+
+
 def _unknown(exit_code: int | None, log_text: str, tb: TracebackInfo | None) -> Failure:
     if exit_code is not None and exit_code < 0:
         try:
@@ -347,6 +369,8 @@ def classify_failure(
     ctx = context or FailureContext()
     if ctx.timed_out:
         return _timeout(ctx)
+    if ctx.memory_used_bytes is not None:
+        return _memory_limit(ctx)
     tb = last_traceback(log_text)
     if _OOM.search(log_text):
         return _oom(log_text, gpus, ctx)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,8 +48,13 @@ class JobLauncher:
         recorder: JobRecorder,
         probe: GpuProbe,
         environ: Mapping[str, str],
+        after_launch: Callable[[JobProcess], None] | None = None,
     ) -> None:
+        """`after_launch(process)` runs between the launch and its record (a fault to inject in
+        tests: a runner that dies there)."""
+        self._after_launch = after_launch or (lambda process: None)
         self._settings = settings
+        self._job_user = settings.job_account
         self._workdir = workdir
         self._recorder = recorder
         self._probe = probe
@@ -78,6 +83,9 @@ class JobLauncher:
         env = executor.build_env(
             self._environ, self._settings.secret_names, job.id, self._gpus(job), folder.run_dir
         )
+        if self._job_user is not None:
+            self._job_user.give(folder.run_dir)
+            env.update(self._job_user.env())
         command = [
             *self._settings.command_argv(script, folder.run_dir),
             *executor.script_args(job.script, folder.run_dir, job.args),
@@ -113,11 +121,22 @@ class JobLauncher:
     def _start_supervisor(self, job: JobRow, plan: _Plan) -> JobProcess:
         folder = plan.folder
         argv = executor.supervisor_argv(
-            folder.runner_dir, folder.run_dir, self._settings.log_max_bytes, plan.command
+            folder.runner_dir,
+            folder.run_dir,
+            self._settings.log_max_bytes,
+            plan.command,
+            self._job_user,
         )
         process = executor.launch(argv, plan.env, folder.run_dir, folder.runner_dir)
-        running = self._recorder.running(job, process)
-        if running is None:  # pragma: no cover - only this thread moves a starting job
-            raise RuntimeError(f"job {job.id} left the starting state while it was launched")
+        # The supervisor waits for release(): until the pid is stored, nothing of the job runs,
+        # and if this runner dies first the supervisor exits (its stdin ends) having run nothing.
+        try:
+            self._after_launch(process)
+            if self._recorder.running(job, process) is None:  # pragma: no cover
+                raise RuntimeError(f"job {job.id} left the starting state while it was launched")
+        except BaseException:
+            process.abandon()
+            raise
+        process.release()
         log.info("job %s started pid=%d gpus=%s", job.id, process.pid, job.gpus)
         return process

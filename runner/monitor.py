@@ -15,8 +15,9 @@ from pathlib import Path
 from runner.executor import JobProcess
 from runner.job_folder import JobFolder
 from runner.launcher import JobLauncher, Launched
+from runner.memory import memory_bytes
 from runner.outcome import Ended, Ending, Outcome, settle
-from runner.processes import LEFTOVER_GRACE_S, terminate_job
+from runner.processes import LEFTOVER_GRACE_S, job_processes, terminate_job
 from runner.recorder import JobRecorder
 from runner.schemas import Failure, FailureKind
 from runner.settings import RunnerSettings
@@ -24,6 +25,9 @@ from runner.store import JobRow, NewEvent
 from runner.watch import REPORTED_TYPES, JobWatch
 
 log = logging.getLogger(__name__)
+
+MEMORY_CHECK_S = 2.0
+"""How often a job's memory is summed (a /proc scan) when there is a per-job limit."""
 
 
 @dataclass
@@ -33,6 +37,8 @@ class _Active:
     cancel: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
     process: JobProcess | None = None
+    memory_bytes: int | None = None
+    """What the job's processes held when they went over the memory limit."""
 
 
 class JobMonitors:
@@ -144,16 +150,20 @@ class JobMonitors:
             forced=forced,
             last_step=watch.last_step,
             snapshot=launched.snapshot,
+            memory_bytes=active.memory_bytes,
         )
-        self._recorder.finish(job_id, settle(ended, self._settings.max_runtime_s))
+        outcome = settle(ended, self._settings.max_runtime_s, self._settings.job_memory_max)
+        self._recorder.finish(job_id, outcome)
         return False
 
     def _watch_until_end(
         self, job: JobRow, active: _Active, process: JobProcess, watch: JobWatch
     ) -> Ending | None:
-        """Poll the job's files until it exits, is cancelled or runs out of time; None when the
-        runner stops first."""
+        """Poll the job's files until it exits, is cancelled, runs out of time or over the memory
+        limit; None when the runner stops first."""
         deadline = self._deadline(job)
+        limit = self._settings.job_memory_max
+        next_memory_check = time.monotonic()
         while True:
             self._report(job.id, watch.poll())
             if not process.running():
@@ -162,6 +172,13 @@ class JobMonitors:
                 return Ending.cancelled
             if deadline is not None and self._recorder.store.now() >= deadline:
                 return Ending.timeout
+            if limit is not None and time.monotonic() >= next_memory_check:
+                next_memory_check = time.monotonic() + MEMORY_CHECK_S
+                used = memory_bytes(job_processes(process.pid, job.id))
+                if used > limit:
+                    log.info("job %s holds %d bytes, over the limit of %d", job.id, used, limit)
+                    active.memory_bytes = used
+                    return Ending.memory
             if self._stopping.is_set():
                 return None
             active.cancel.wait(self._settings.poll_interval_s)

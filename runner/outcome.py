@@ -32,6 +32,7 @@ class Ending(StrEnum):
     exited = "exited"  # its processes ended by themselves
     cancelled = "cancelled"
     timeout = "timeout"  # it ran past the max runtime
+    memory = "memory"  # its processes held more host memory than the per-job limit
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,17 @@ class Ended:
     last_step: int | None
     snapshot: list[GpuInfo]
     """nvidia-smi before the start."""
+    memory_bytes: int | None = None
+    """What its processes held when it was stopped for the memory limit."""
 
     @property
     def exit_code(self) -> int | None:
         return self.status.exit_code if self.status is not None else None
 
 
-def settle(ended: Ended, max_runtime_s: float | None) -> Outcome:
+def settle(
+    ended: Ended, max_runtime_s: float | None, memory_limit_bytes: int | None = None
+) -> Outcome:
     """The outcome of a job that ended: cancelled, succeeded, or failed and why."""
     if ended.ending is Ending.cancelled:
         event = (EventType.cancelled, {"reason": "cancel requested", "forced": ended.forced})
@@ -88,7 +93,9 @@ def settle(ended: Ended, max_runtime_s: float | None) -> Outcome:
     if ended.ending is Ending.exited and (ended.exit_code == 0 or ended.status is None):
         # exit 0; or no recorded status but the script printed its end-of-training banner
         return _succeeded(ended, completion)
-    return Outcome.failed(_classified(ended, max_runtime_s), exit_code=ended.exit_code)
+    return Outcome.failed(
+        _classified(ended, max_runtime_s, memory_limit_bytes), exit_code=ended.exit_code
+    )
 
 
 def _succeeded(ended: Ended, completion: Completion) -> Outcome:
@@ -117,13 +124,17 @@ def _unrecorded_exit(ended: Ended) -> Failure:
     )
 
 
-def _classified(ended: Ended, max_runtime_s: float | None) -> Failure:
+def _classified(
+    ended: Ended, max_runtime_s: float | None, memory_limit_bytes: int | None
+) -> Failure:
     context = FailureContext(
         script_name=ended.job.script_name,
         job_gpus=ended.job.gpus,
         has_checkpoints=has_checkpoints(Path(ended.job.run_dir)),
         timed_out=ended.ending is Ending.timeout,
         max_runtime_s=max_runtime_s,
+        memory_used_bytes=ended.memory_bytes if ended.ending is Ending.memory else None,
+        memory_limit_bytes=memory_limit_bytes,
     )
     excerpt = read_excerpt(ended.runner_dir, EXCERPT_HEAD_BYTES, EXCERPT_TAIL_BYTES)
     return classify_failure(ended.exit_code, excerpt, ended.snapshot, context)

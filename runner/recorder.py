@@ -1,5 +1,6 @@
 """The writes that move a job through its states: each stores the new state with its event in
-one transaction, then wakes the long polls waiting on that job."""
+one transaction, then wakes the long polls waiting on that job. Event data and failures are
+redacted (runner.redact) before they are stored: what a job printed may hold its secrets."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from runner.executor import JobProcess
 from runner.notifier import EventNotifier
 from runner.outcome import Outcome, cancelled_before_start
+from runner.redact import Redactor
 from runner.schemas import EventType, JobEvent, JobState, JobSubmission
 from runner.store import STARTED_STATES, JobRow, JobStore
 
@@ -18,9 +20,10 @@ log = logging.getLogger(__name__)
 class JobRecorder:
     """A job's events and state changes, written to the store; readers are woken after each."""
 
-    def __init__(self, store: JobStore, notifier: EventNotifier) -> None:
+    def __init__(self, store: JobStore, notifier: EventNotifier, redactor: Redactor) -> None:
         self.store = store
         self.notifier = notifier
+        self.redactor = redactor
 
     def queue(self, job_id: str, submission: JobSubmission, run_dir: str) -> tuple[JobRow, bool]:
         """JobStore.create: the new queued job, or the one the idempotency key already names."""
@@ -31,7 +34,7 @@ class JobRecorder:
 
     def emit(self, job_id: str, type: EventType, data: dict[str, Any]) -> JobEvent:
         """Append one event (progress, a warning)."""
-        event = self.store.append_event(job_id, type, data)
+        event = self.store.append_event(job_id, type, self.redactor.data(data))
         self.notifier.notify(job_id)
         return event
 
@@ -67,21 +70,25 @@ class JobRecorder:
             job_id,
             STARTED_STATES,
             JobState.lost,
-            event=(EventType.lost, {"reason": reason}),
+            event=(EventType.lost, {"reason": self.redactor.text(reason)}),
             finished_at=self.store.now(),
         )
         return self._woken(job_id, lost)
 
     def finish(self, job_id: str, outcome: Outcome) -> None:
         """Record how a started job ended (unless something else finished it first)."""
+        failure = self.redactor.failure(outcome.failure) if outcome.failure else None
+        kind, data = outcome.event
+        # A failed event's data is its failure: the redacted one, cut to the schema's lengths.
+        data = failure.model_dump(mode="json") if failure and kind is EventType.failed else data
         done = self.store.transition(
             job_id,
             STARTED_STATES,
             outcome.state,
-            event=outcome.event,
+            event=(kind, self.redactor.data(data)),
             finished_at=self.store.now(),
             exit_code=outcome.exit_code,
-            failure=outcome.failure,
+            failure=failure,
         )
         if self._woken(job_id, done) is not None:
             log.info(

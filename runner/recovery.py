@@ -1,6 +1,9 @@
 """After a restart: the jobs a previous runner took from the queue and did not finish.
 
-- never launched (no pid): queued again;
+- never launched, or launched but never released (its supervisor waits for the runner's `go`
+  after the pid is recorded, and exits without running anything when the runner dies first):
+  whatever carries the job's marker is stopped, then the job is queued again. No second copy:
+  an unreleased supervisor has started nothing;
 - its supervisor still runs, or ended and recorded its exit status: followed again (the monitor
   settles an ended one at once, as if it had watched the end);
 - gone without an exit status: `lost`, and whatever still carries the job's marker is stopped.
@@ -30,12 +33,14 @@ def recover_jobs(
 ) -> None:
     """Queue again, follow again, or mark lost each job the previous runner left started."""
     for job in recorder.store.in_states(STARTED_STATES):
-        if job.pid is None:
-            _queue_again(recorder, job)
-            continue
         folder = JobFolder.of(workdir, job.id, job.run_dir)
+        if job.pid is None:
+            _queue_again(recorder, job, "the previous runner never recorded its launch")
+            continue
         process = JobProcess(job.pid, job.process_start, folder.runner_dir)
-        if process.running() or process.exit_status() is not None:
+        if not process.released():
+            _queue_again(recorder, job, "the previous runner stopped before releasing it")
+        elif process.running() or process.exit_status() is not None:
             _claim_slot(slots, job)
             log.info("job %s re-attached pid=%d running=%s", job.id, job.pid, process.running())
             monitors.spawn(job.id, Launched(process, folder.gpu_snapshot()))
@@ -43,10 +48,21 @@ def recover_jobs(
             _mark_lost(recorder, job, job.pid)
 
 
-def _queue_again(recorder: JobRecorder, job: JobRow) -> None:
-    # The previous runner stopped between taking the job and launching it.
-    recorder.store.transition(job.id, [JobState.starting], JobState.queued, gpus=[])
-    log.info("job %s queued again: the previous runner never launched it", job.id)
+def _queue_again(recorder: JobRecorder, job: JobRow, why: str) -> None:
+    # Nothing of the job ran: at most a supervisor waiting for a `go` that will never come
+    # (its runner is gone). Stopped by marker (SIGKILL after the grace: it ignores SIGTERM),
+    # so that it cannot be mistaken for the job's next launch.
+    terminate_job(None, job.id, LEFTOVER_GRACE_S)
+    recorder.store.transition(
+        job.id,
+        STARTED_STATES,
+        JobState.queued,
+        gpus=[],
+        pid=None,
+        process_start=None,
+        started_at=None,
+    )
+    log.info("job %s queued again: %s", job.id, why)
 
 
 def _claim_slot(slots: SlotPool, job: JobRow) -> None:

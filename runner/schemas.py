@@ -52,6 +52,7 @@ class FailureKind(StrEnum):
     user_code = "user_code"  # an exception in the rollout, reward or tool code
     preflight = "preflight"
     timeout = "timeout"
+    memory_limit = "memory_limit"  # over the runner's per-job host memory limit
     unknown = "unknown"
 
 
@@ -117,6 +118,15 @@ class Job(BaseModel):
     last_event_seq: int = 0
     cancel_requested_at: datetime | None = Field(
         default=None, description="when a cancel was asked for; the state says when it took effect"
+    )
+
+
+class JobsPage(BaseModel):
+    """GET /jobs?state=...&before=ID&limit=N: jobs newest first."""
+
+    jobs: list[Job]
+    next_before: str | None = Field(
+        default=None, description="pass as `before` for the next page; null on the last page"
     )
 
 

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import uvicorn
 from sqlalchemy.exc import SQLAlchemyError
 
 from runner.api import create_app, wrap
+from runner.executor import JobProcess
 from runner.gpu import GpuProbe
+from runner.hardening import filter_log_handlers, forbid_inspection
+from runner.instance_lock import DatabaseInUse, RunnerLock
 from runner.migrations import RUNNER_DATABASE
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
@@ -31,15 +35,19 @@ EXIT_USAGE = 2
 
 
 def build_service(
-    settings: RunnerSettings, *, environ: Mapping[str, str] | None = None
+    settings: RunnerSettings,
+    *,
+    environ: Mapping[str, str] | None = None,
+    after_launch: Callable[[JobProcess], None] | None = None,
 ) -> JobService:
     """The job service for `settings`, on its database brought to the newest schema first;
     SettingsError for a database that is unusable."""
     url = settings.resolved_database_url
     try:
         migrations.upgrade(RUNNER_DATABASE, url)
+        lock = RunnerLock.acquire(url)
         store = JobStore.open(url)
-    except (DatabaseUrlError, migrations.SchemaMismatch) as error:
+    except (DatabaseUrlError, migrations.SchemaMismatch, DatabaseInUse) as error:
         raise SettingsError(
             f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {error}"
         ) from None
@@ -47,19 +55,34 @@ def build_service(
         raise SettingsError(
             f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {database_problem(error)}"
         ) from None
-    return JobService(settings, store, gpu_probe=GpuProbe(settings.nvidia_smi), environ=environ)
+    return JobService(
+        settings,
+        store,
+        gpu_probe=GpuProbe(settings.nvidia_smi),
+        environ=environ,
+        after_launch=after_launch,
+        on_stop=lock.release,
+    )
 
 
 def serve(host: str | None = None, port: int | None = None) -> int:
     """Serve until interrupted. Jobs keep running when the runner stops; the next one
     re-attaches them."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # Before anything else: jobs of this user must not read the token from /proc/<pid>/environ.
+    if not forbid_inspection():
+        log.warning("cannot make the runner non-dumpable: its user's processes can read its memory")
     try:
         settings = load_settings()
         service = build_service(settings)
     except SettingsError as error:
         print(error, file=sys.stderr)
         return EXIT_USAGE
+    filter_log_handlers(service.redactor.text)
+    # The service holds its copies now. Out of os.environ they do not reach the runner's own
+    # child processes (nvidia-smi); /proc/<pid>/environ still shows them: the flag above hides it.
+    for name in ("ARTBOT_RUNNER_TOKEN", *settings.secret_names):
+        os.environ.pop(name, None)
     host = host or settings.host
     port = settings.port if port is None else port
     if host not in ("127.0.0.1", "::1", "localhost"):
@@ -80,6 +103,7 @@ def serve(host: str | None = None, port: int | None = None) -> int:
             host=host,
             port=port,
             log_level="info",
+            log_config=None,  # uvicorn's records go to the root handler and its filters
             timeout_graceful_shutdown=5,
         )
         _GracefulServer(config).run()

@@ -12,11 +12,13 @@ import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from importlib import metadata as package_metadata
 from pathlib import Path
 
-from runner.errors import InvalidSubmission, JobRequestError, ResumeConflict
+from runner.errors import InvalidQuery, InvalidSubmission, JobRequestError, ResumeConflict
+from runner.executor import JobProcess, passed_env_names
 from runner.gpu import GpuProbe, default_slots
 from runner.job_folder import runner_dir
 from runner.launcher import JobLauncher
@@ -25,8 +27,10 @@ from runner.monitor import JobMonitors
 from runner.notifier import EventNotifier
 from runner.recorder import JobRecorder
 from runner.recovery import recover_jobs
+from runner.redact import Redactor
+from runner.retention import SWEEP_INTERVAL_S, RetentionPolicy, RetentionSweeper
 from runner.scheduler import Scheduler, SlotPool
-from runner.schemas import EventsPage, Health, Job, JobState, JobSubmission, LogTail
+from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
 from runner.settings import RunnerSettings
 from runner.store import JobRow, JobStore
 from runner.validation import check_submission
@@ -34,7 +38,9 @@ from runner.validation import check_submission
 log = logging.getLogger(__name__)
 
 EVENTS_PAGE_LIMIT = 500
+JOBS_PAGE_LIMIT = 200
 MAX_LOG_TAIL_BYTES = 1024 * 1024
+REDACTION_MARGIN_BYTES = 1024
 
 
 class JobService:
@@ -47,28 +53,47 @@ class JobService:
         *,
         gpu_probe: GpuProbe | None = None,
         environ: Mapping[str, str] | None = None,
+        after_launch: Callable[[JobProcess], None] | None = None,
+        on_stop: Callable[[], None] | None = None,
     ) -> None:
+        """`after_launch` runs between a job's launch and its record (tests inject faults);
+        `on_stop` once the service has stopped (the database's runner lock is released)."""
+        self._on_stop = on_stop or (lambda: None)
         self.settings = settings
         self.store = store
         self.notifier = EventNotifier()
         self.workdir = settings.resolved_workdir
+        self._passed_env = passed_env_names(settings.secret_names)
         self._probe = gpu_probe or GpuProbe(settings.nvidia_smi)
         configured = settings.slots
         self.slots = SlotPool(
             configured if configured is not None else default_slots(self._probe.snapshot())
         )
-        self._recorder = JobRecorder(store, self.notifier)
+        source_env = dict(os.environ if environ is None else environ)
+        self.redactor = Redactor(
+            {
+                **{name: source_env.get(name, "") for name in settings.secret_names},
+                "ARTBOT_RUNNER_TOKEN": settings.token.get_secret_value(),
+            }
+        )
+        self._recorder = JobRecorder(store, self.notifier, self.redactor)
         launcher = JobLauncher(
             settings,
             self.workdir,
             self._recorder,
             self._probe,
-            dict(os.environ if environ is None else environ),
+            source_env,
+            after_launch,
         )
         self._monitors = JobMonitors(
             settings, self.workdir, self._recorder, launcher, on_end=self._job_ended
         )
         self._scheduler = Scheduler(store, self.slots, start=self._monitors.spawn)
+        self.retention = RetentionPolicy(
+            max_age=timedelta(days=settings.retention_days) if settings.retention_days else None,
+            max_bytes=settings.retention_max_bytes,
+        )
+        self._sweeper = RetentionSweeper(store, self.workdir, self.retention, SWEEP_INTERVAL_S)
 
     # -- lifecycle --
 
@@ -77,18 +102,21 @@ class JobService:
         self.workdir.mkdir(parents=True, exist_ok=True)
         recover_jobs(self._recorder, self.slots, self._monitors, self.workdir)
         self._scheduler.start()
+        self._sweeper.start()
 
     def stop(self, *, cancel_jobs: bool = False, timeout_s: float = 10.0) -> None:
         """Stop scheduling and following. Jobs keep running (the next runner re-attaches them)
         unless `cancel_jobs`, which stops them as a cancel does. Queued jobs stay queued."""
         # The scheduler first: a slot freed by a cancel below must not start the next job.
         self._scheduler.stop(timeout_s)
+        self._sweeper.stop(timeout_s)
         if cancel_jobs:
             for job_id in self._monitors.job_ids():
                 with contextlib.suppress(JobRequestError):
                     self.cancel(job_id)
             self._monitors.join(timeout_s + self.settings.cancel_grace_s)
         self._monitors.stop(timeout_s)
+        self._on_stop()
 
     def _job_ended(self, job_id: str) -> None:
         self._scheduler.job_ended(job_id)
@@ -97,7 +125,7 @@ class JobService:
 
     def submit(self, submission: JobSubmission) -> tuple[Job, bool]:
         """Queue a job, or return the one this idempotency key already made: (job, created)."""
-        check_submission(submission)
+        check_submission(submission, self._passed_env)
         job_id = uuid.uuid4().hex
         run_dir = str(self.workdir / job_id)
         # A retry of a resume must find its job, not trip over it as the folder's user.
@@ -115,6 +143,26 @@ class JobService:
     def job(self, job_id: str) -> Job:
         """The job as the API shows it."""
         return self._view(self.store.require(job_id))
+
+    def jobs(self, states: Sequence[JobState], before: str | None, limit: int) -> JobsPage:
+        """Jobs newest first, filtered by state; `before` (a job id) pages on from that job."""
+        cursor = None
+        if before is not None:
+            cursor = self.store.get(before) if len(before) <= 64 else None
+            if cursor is None:
+                raise InvalidQuery(f"before: there is no job {before!r}")
+        limit = max(1, min(limit, JOBS_PAGE_LIMIT))
+        rows = self.store.page(states, cursor, limit + 1)
+        shown = rows[:limit]
+        queued = (
+            self.store.in_states([JobState.queued])
+            if any(job.state is JobState.queued for job in shown)
+            else []
+        )
+        return JobsPage(
+            jobs=[job.to_job(_position(job, queued)) for job in shown],
+            next_before=shown[-1].id if len(rows) > limit else None,
+        )
 
     def events(self, job_id: str, after: int = 0, limit: int = EVENTS_PAGE_LIMIT) -> EventsPage:
         """Events after `after`, and whether the job is finished with nothing more to read."""
@@ -139,11 +187,20 @@ class JobService:
         return self._view(job)
 
     def log_tail(self, job_id: str, tail_bytes: int) -> LogTail:
-        """The end of the job's output, at most MAX_LOG_TAIL_BYTES."""
+        """The end of the job's output, at most MAX_LOG_TAIL_BYTES, secrets redacted.
+
+        Read with a margin before the cut and redacted whole, so that a secret the cut would
+        split is replaced before the cut, not shown in part."""
         self.store.require(job_id)
         tail_bytes = max(0, min(tail_bytes, MAX_LOG_TAIL_BYTES))
-        tail = read_tail(runner_dir(self.workdir, job_id), tail_bytes)
-        return LogTail(job_id=job_id, text=tail.text, truncated=tail.truncated)
+        margin = max(REDACTION_MARGIN_BYTES, 4 * self.redactor.longest)
+        tail = read_tail(runner_dir(self.workdir, job_id), tail_bytes + margin)
+        text = self.redactor.text(tail.text).encode()
+        truncated = tail.truncated or len(text) > tail_bytes
+        kept = text[max(0, len(text) - tail_bytes) :] if tail_bytes else b""
+        return LogTail(
+            job_id=job_id, text=kept.decode("utf-8", errors="ignore"), truncated=truncated
+        )
 
     def health(self) -> Health:
         """Version, GPUs, slots and the queue, for /health."""
@@ -181,16 +238,24 @@ class JobService:
         return job.to_job(self._queue_position(job) if job.state is JobState.queued else None)
 
     def _queue_position(self, job: JobRow) -> int:
-        """1 + the queued local jobs ahead of it (serverless jobs wait for nothing: 1)."""
-        if job.backend != "local":
-            return 1
-        queued = self.store.in_states([JobState.queued])
-        ahead = [
-            other
-            for other in queued
-            if other.backend == "local" and (other.created_at, other.id) < (job.created_at, job.id)
-        ]
-        return len(ahead) + 1
+        position = _position(job, self.store.in_states([JobState.queued]))
+        assert position is not None
+        return position
+
+
+def _position(job: JobRow, queued: list[JobRow]) -> int | None:
+    """A queued job's place: 1 + the queued local jobs ahead of it (serverless jobs wait for
+    nothing: 1); None for a job that is not queued."""
+    if job.state is not JobState.queued:
+        return None
+    if job.backend != "local":
+        return 1
+    ahead = [
+        other
+        for other in queued
+        if other.backend == "local" and (other.created_at, other.id) < (job.created_at, job.id)
+    ]
+    return len(ahead) + 1
 
 
 def _version() -> str:

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.from_environment import SettingsError, load_from_environment
 from runner.gpu import parse_slots
+from runner.job_user import JobUser, can_switch_users
 from runner.schemas import ENV_NAME_PATTERN
 from storage.database import data_dir
 
@@ -22,7 +23,29 @@ __all__ = ["RunnerSettings", "SettingsError", "load_settings"]
 
 ENV_PREFIX = "ARTBOT_RUNNER_"
 MIN_TOKEN_CHARS = 16
+MAX_RUNTIME_LIMIT_S = 366 * 24 * 3600.0
+"""A year: a deadline must stay a datetime, and a longer run is a mistake, not a plan."""
+MAX_LOG_BYTES = 1024**4
 COMMAND_FIELDS = frozenset({"script", "python", "workdir"})
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+MIN_SIZE_BYTES = 1024**2
+MAX_SIZE_BYTES = 1024**5
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes from `123`, `512M`, `64G`, `1.5T` (powers of 1024); None for "" or "none"."""
+    if text.strip().lower() in ("", "none"):
+        return None
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a size: write e.g. 512M, 64G or 2T")
+    size = int(float(match.group(1)) * _UNITS[match.group(2).upper()])
+    if not MIN_SIZE_BYTES <= size <= MAX_SIZE_BYTES:
+        raise ValueError(f"{text!r} is out of range: 1M to 1024T")
+    return size
 
 
 def _names(text: str) -> list[str]:
@@ -64,24 +87,57 @@ class RunnerSettings(BaseSettings):
         ),
     )
     cancel_grace_s: float = Field(
-        default=30.0, gt=0, le=3600, description="SIGTERM, then SIGKILL after this"
+        default=30.0,
+        gt=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="SIGTERM, then SIGKILL after this",
     )
     max_runtime_s: float | None = Field(
         default=48 * 3600.0,
-        gt=0,
+        ge=1,
+        le=MAX_RUNTIME_LIMIT_S,
+        allow_inf_nan=False,
         description='a job running longer is stopped and fails (timeout); "none": no limit',
     )
     log_max_bytes: int = Field(
         default=50_000_000,
         ge=64 * 1024,
+        le=MAX_LOG_BYTES,
         description="a job's output log keeps its head and tail within this",
     )
     host: str = Field(default="127.0.0.1", description="address to listen on")
     port: int = Field(default=8700, ge=0, le=65535)
     poll_interval_s: float = Field(
-        default=0.5, gt=0, le=10, description="how often a running job's files are read"
+        default=0.5,
+        ge=0.01,
+        le=10,
+        allow_inf_nan=False,
+        description="how often a running job's files are read",
     )
     nvidia_smi: str = Field(default="nvidia-smi", description="the nvidia-smi command")
+    retention_days: float | None = Field(
+        default=30.0,
+        gt=0,
+        le=36500,
+        allow_inf_nan=False,
+        description='finished jobs (folders and rows) older than this are removed; "none": kept',
+    )
+    retention_max_bytes: int | None = Field(
+        default=None,
+        description="while the jobs' folders take more, the oldest finished jobs are removed "
+        '(e.g. "500G"); unset: no size limit',
+    )
+    job_memory_max: int | None = Field(
+        default=None,
+        description="a job whose processes hold more memory (RSS, summed) is stopped and fails "
+        '(e.g. "64G"); unset: no limit',
+    )
+    job_user: str | None = Field(
+        default=None,
+        description="an unprivileged user jobs run as (the runner must be root or hold "
+        "CAP_SETUID and CAP_SETGID); unset: jobs run as the runner's user",
+    )
 
     @field_validator("token")
     @classmethod
@@ -91,6 +147,33 @@ class RunnerSettings(BaseSettings):
                 f"must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
             )
         return value
+
+    @field_validator("retention_days", mode="before")
+    @classmethod
+    def _keep_forever(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "none"):
+            return None
+        return value
+
+    @field_validator("retention_max_bytes", "job_memory_max", mode="before")
+    @classmethod
+    def _size(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return parse_size(value)
+
+    @field_validator("job_user")
+    @classmethod
+    def _job_user_exists(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        JobUser.named(value.strip())
+        if not can_switch_users():
+            raise ValueError(
+                "the runner cannot start processes as another user: run it as root "
+                "(or with CAP_SETUID and CAP_SETGID), or leave this unset"
+            )
+        return value.strip()
 
     @field_validator("gpu_slots")
     @classmethod
@@ -102,9 +185,18 @@ class RunnerSettings(BaseSettings):
     @field_validator("max_runtime_s", mode="before")
     @classmethod
     def _no_limit(cls, value: object) -> object:
-        return (
-            None if isinstance(value, str) and value.strip().lower() in ("", "none", "0") else value
-        )
+        if not isinstance(value, str):
+            return value
+        text = value.strip().lower()
+        if text in ("", "none"):
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            return value  # pydantic says it is not a number
+        if number == 0:
+            raise ValueError('0 is no limit in some programs: say "none" for no limit')
+        return value
 
     @field_validator("command")
     @classmethod
@@ -137,9 +229,16 @@ class RunnerSettings(BaseSettings):
         bad = [name for name in _names(value) if not re.fullmatch(ENV_NAME_PATTERN, name)]
         if bad:
             raise ValueError(f"not environment variable names: {', '.join(bad)}")
+        own = [name for name in _names(value) if name.startswith(ENV_PREFIX)]
+        if own:
+            raise ValueError(f"the runner's own settings never go to jobs: {', '.join(own)}")
         return value
 
     # -- derived --
+
+    @property
+    def job_account(self) -> JobUser | None:
+        return JobUser.named(self.job_user) if self.job_user else None
 
     @property
     def secret_names(self) -> list[str]:

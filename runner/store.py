@@ -31,7 +31,10 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    and_,
+    delete,
     func,
+    or_,
     select,
     update,
 )
@@ -172,9 +175,9 @@ class JobChanges(TypedDict, total=False):
     """Columns a state change may set besides the state."""
 
     gpus: list[int]
-    pid: int
+    pid: int | None
     process_start: str | None
-    started_at: datetime
+    started_at: datetime | None
     finished_at: datetime
     cancel_requested_at: datetime
     exit_code: int | None
@@ -282,6 +285,63 @@ class JobStore(SqlStore):
         )
         with self._transaction() as orm:
             return list(orm.scalars(query))
+
+    def page(self, states: Sequence[JobState], before: JobRow | None, limit: int) -> list[JobRow]:
+        """Jobs newest first, in `states` (all when empty), created before `before`."""
+        query = select(JobRow).order_by(JobRow.created_at.desc(), JobRow.id.desc()).limit(limit)
+        if states:
+            query = query.where(JobRow.state.in_(list(states)))
+        if before is not None:
+            query = query.where(
+                or_(
+                    JobRow.created_at < before.created_at,
+                    and_(JobRow.created_at == before.created_at, JobRow.id < before.id),
+                )
+            )
+        with self._transaction() as orm:
+            return list(orm.scalars(query))
+
+    def finished_before(self, cutoff: datetime, limit: int) -> list[JobRow]:
+        """Finished jobs that finished before `cutoff`, oldest first."""
+        finished = [state for state in JobState if state.finished]
+        query = (
+            select(JobRow)
+            .where(JobRow.state.in_(finished), JobRow.finished_at < cutoff)
+            .order_by(JobRow.finished_at, JobRow.id)
+            .limit(limit)
+        )
+        with self._transaction() as orm:
+            return list(orm.scalars(query))
+
+    def finished_oldest_first(self) -> list[JobRow]:
+        """Every finished job, oldest end first (the order retention by size removes them)."""
+        finished = [state for state in JobState if state.finished]
+        query = (
+            select(JobRow).where(JobRow.state.in_(finished)).order_by(JobRow.finished_at, JobRow.id)
+        )
+        with self._transaction() as orm:
+            return list(orm.scalars(query))
+
+    def users_of_run_dir(self, run_dir: str) -> list[JobRow]:
+        """Every job that works (or worked) in `run_dir`: the job that made it and its resumes."""
+        with self._transaction() as orm:
+            return list(orm.scalars(select(JobRow).where(JobRow.run_dir == run_dir)))
+
+    def delete_finished(self, job_ids: Sequence[str]) -> int:
+        """Delete these jobs and their events, those of them that are finished; how many."""
+        finished = [state for state in JobState if state.finished]
+        with self._transaction() as orm:
+            gone = list(
+                orm.scalars(
+                    select(JobRow.id).where(
+                        JobRow.id.in_(list(job_ids)), JobRow.state.in_(finished)
+                    )
+                )
+            )
+            if gone:
+                orm.execute(delete(EventRow).where(EventRow.job_id.in_(gone)))
+                orm.execute(delete(JobRow).where(JobRow.id.in_(gone)))
+            return len(gone)
 
     def counts(self) -> dict[JobState, int]:
         query = select(JobRow.state, func.count()).group_by(JobRow.state)

@@ -1,6 +1,15 @@
 """The job supervisor: the first process of every job, between the runner and the training script.
 
-    python -I supervise.py --dir JOB_RUNNER_DIR --max-bytes N --cwd RUN_DIR -- COMMAND...
+    python -I supervise.py --dir JOB_RUNNER_DIR --max-bytes N --cwd RUN_DIR [--user UID
+        --group GID] -- COMMAND...
+
+It starts nothing until the runner says so: it reads its stdin (a pipe from the runner) and runs
+the command only after the line `go`, which the runner writes once it has recorded the
+supervisor's pid. If the runner dies before that, the pipe ends (EOF) and the supervisor exits
+without running anything: a job is never running unrecorded, so a restarted runner can queue it
+again without starting a second copy. On `go` it writes the `released` file, then starts the
+command; a restarted runner that finds a recorded supervisor without that file knows that
+nothing of the job ran.
 
 It runs the command in its own process group (the runner starts this supervisor with
 `start_new_session=True`; the command inherits the group), copies the command's output into a
@@ -26,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -35,6 +45,10 @@ TAIL_FILE = "output.tail"  # the segment being written
 OLD_TAIL_FILE = "output.tail.1"  # the previous segment; older ones are dropped
 DROPPED_FILE = "output.dropped"  # bytes dropped so far, rewritten at each rotation
 EXIT_FILE = "exit.json"
+RELEASED_FILE = "released"  # written on `go`, before the command starts
+GO_LINE = b"go\n"
+RUN_FILES = (HEAD_FILE, TAIL_FILE, OLD_TAIL_FILE, DROPPED_FILE, EXIT_FILE, RELEASED_FILE)
+"""What one run of the supervisor writes: cleared before a job is launched again."""
 SUPERVISOR_LOG = "supervisor.log"
 
 CHUNK_BYTES = 64 * 1024
@@ -143,12 +157,36 @@ def _ignore(signum: int, frame: FrameType | None) -> None:
     del signum, frame
 
 
-def main(argv: list[str] | None = None) -> int:
+def wait_for_release() -> bool:
+    """Block until the runner writes `go` on stdin (True, and stdin is closed) or goes away
+    first (EOF: False)."""
+    received = b""
+    while not received.endswith(b"\n") and len(received) < len(GO_LINE):
+        try:
+            chunk = os.read(0, len(GO_LINE) - len(received))
+        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for clarity
+            continue
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        received += chunk
+    if received != GO_LINE:
+        return False
+    os.close(0)
+    return True
+
+
+def main(argv: list[str] | None = None, release: Callable[[], bool] = wait_for_release) -> int:
     """Run the command, copy its output to the capped log, record its exit status; exit 0."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", type=Path, required=True, help="the job's runner folder")
     parser.add_argument("--cwd", type=Path, required=True, help="the command's working directory")
     parser.add_argument("--max-bytes", type=int, required=True)
+    parser.add_argument(
+        "--user", type=int, default=None, help="run the command as this uid (and its gid)"
+    )
+    parser.add_argument("--group", type=int, default=None)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -160,13 +198,22 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, _ignore)
 
     folder: Path = args.dir
+    if not release():
+        return 0  # the runner died (or gave up) before recording this launch: run nothing
+    (folder / RELEASED_FILE).touch()
     log = CappedLog(folder, args.max_bytes)
     started = time.time()
+    user: int | None = args.user
+    group: int | None = args.group
     try:
         process = subprocess.Popen(
             command,
             cwd=args.cwd,
             stdin=subprocess.DEVNULL,
+            # As the job user, with its own group only: nothing of the supervisor's groups.
+            user=user,
+            group=group,
+            extra_groups=None if user is None else [],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             close_fds=True,

@@ -1,9 +1,11 @@
 """What a submission may hold beyond its schema: the script's size in bytes, no NUL characters,
-environment variable names, and bounded arguments and metadata."""
+environment variable names the runner passes to jobs, keys and ids without control characters,
+and bounded arguments and metadata."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from runner.errors import InvalidSubmission, SubmissionTooLarge
 from runner.schemas import ENV_NAME_PATTERN, MAX_SCRIPT_BYTES, JobSubmission
@@ -14,12 +16,50 @@ MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 1_000
 
 
-def check_submission(submission: JobSubmission) -> None:
-    """InvalidSubmission (or SubmissionTooLarge) saying what is wrong; None when all is well."""
+RUNNER_SETTING_PREFIX = "ARTBOT_RUNNER_"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_LOADER_PREFIXES = ("LD_", "PYTHON", "DYLD_")
+_JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_submission(submission: JobSubmission, passed_env: Collection[str]) -> None:
+    """InvalidSubmission (or SubmissionTooLarge) saying what is wrong; None when all is well.
+
+    `passed_env`: the variables the runner may give a job (its allow-list and the secrets the
+    operator listed); `required_env` may name only those."""
     _check_script(submission.script)
     _check_env_names(submission.required_env)
+    _check_env_passed(submission.required_env, passed_env)
+    _check_key(submission.idempotency_key)
+    if submission.resume_from_job is not None and not _JOB_ID.fullmatch(submission.resume_from_job):
+        raise InvalidSubmission("resume_from_job: not a job id (letters, digits, _ and -)")
     _check_args(submission.args)
     _check_metadata(submission.metadata)
+
+
+def _check_key(key: str) -> None:
+    if _CONTROL.search(key):
+        raise InvalidSubmission("idempotency_key: control characters (NUL, newlines) not allowed")
+
+
+def _check_env_passed(names: list[str], passed_env: Collection[str]) -> None:
+    for name in names:
+        if name.startswith(RUNNER_SETTING_PREFIX):
+            raise InvalidSubmission(
+                f"required_env: {name} is a setting of the runner itself (its token among them); "
+                "jobs never get it"
+            )
+        if name in passed_env:
+            continue
+        if name.startswith(_LOADER_PREFIXES):
+            raise InvalidSubmission(
+                f"required_env: {name} changes how programs are loaded; the runner never passes "
+                "it to jobs"
+            )
+        raise InvalidSubmission(
+            f"required_env: the runner does not pass {name} to jobs. If jobs need it, the "
+            "runner's operator sets it on the runner host and adds it to ARTBOT_RUNNER_JOB_SECRETS"
+        )
 
 
 def _check_script(script: str) -> None:

@@ -3,8 +3,9 @@
 Bottom to top: the pure wizard (`flows`), reading settings (`config`) and the database
 plumbing (`storage.database`, `storage.sql_store`, `storage.migrations`) import nothing of
 ours; the session store and the checks build on the wizard; the runner on the plumbing alone;
-the Slack bot on all of those (the runner only through its client and wire schemas); the
-command line (`artbot`) on everything. The README's layout names every module and folder.
+the assistant (a language model in front of the wizard) on the wizard and the settings; the
+Slack bot on all of those (the runner only through its client and wire schemas); the command
+line (`artbot`) on everything. The README's layout names every module and folder.
 Every import counts, also those inside functions.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("flows", "config", "storage", "checks", "runner", "bot", "artbot")
+OURS = ("flows", "config", "storage", "checks", "runner", "assistant", "bot", "artbot")
 PLUMBING = ("storage.database", "storage.sql_store", "storage.migrations")
 
 # What each part may import of ours besides itself: a package, or one module of it.
@@ -32,7 +33,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "storage.sessions": ("flows", *PLUMBING),
     "checks": ("flows",),
     "runner": ("config", *PLUMBING),
-    "bot": ("flows", "config", "storage", "checks", "runner.client", "runner.schemas"),
+    "assistant": ("flows", "config"),
+    "bot": (
+        "flows",
+        "config",
+        "storage",
+        "checks",
+        "assistant",
+        "runner.client",
+        "runner.schemas",
+    ),
     "artbot": OURS,
 }
 
@@ -128,7 +138,21 @@ def test_adapters_use_the_wizard_through_its_public_api() -> None:
 @pytest.mark.parametrize(
     ("entry", "must_not_load"),
     [
-        ("flows", ("sqlalchemy", "slack_sdk", "slack_bolt", "httpx", "fastapi", "storage", "bot")),
+        (
+            "flows",
+            (
+                "sqlalchemy",
+                "slack_sdk",
+                "slack_bolt",
+                "httpx",
+                "fastapi",
+                "openai",
+                "storage",
+                "assistant",
+                "bot",
+            ),
+        ),
+        ("assistant", ("storage", "bot", "artbot", "checks", "runner", "slack_sdk")),
         ("runner.serve", ("flows", "bot", "artbot", "checks", "storage.sessions", "slack_sdk")),
         ("runner.api", ("flows", "bot", "artbot", "checks", "storage.sessions")),
         ("storage.migrations", ("flows", "bot", "runner", "artbot", "checks")),
@@ -160,9 +184,14 @@ def test_the_layer_rules_catch_an_upward_import() -> None:
     assert not allowed("storage.database", "storage.sessions")
     assert not allowed("checks.dryrun.launch", "bot.app")
     assert not allowed("config.from_environment", "runner.settings")
+    assert not allowed("flows.engine", "assistant")
+    assert not allowed("assistant.conversation", "storage.sessions")
+    assert not allowed("assistant.conversation", "bot.wizard")
     assert allowed("bot.app", "runner.client")
     assert allowed("storage.sessions", "flows")
     assert allowed("artbot.cli", "bot.serve")
+    assert allowed("bot.wizard", "assistant")
+    assert allowed("artbot.terminal.chat", "assistant")
 
 
 def readme_layout() -> str:

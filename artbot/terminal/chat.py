@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import os
 import shlex
 import sys
 from dataclasses import KW_ONLY, dataclass
@@ -21,6 +22,13 @@ from artbot.exit_status import (
 )
 from artbot.script_files import ScriptExists, script_path, write_script
 from artbot.terminal.io import EndOfInput, Terminal
+from assistant import (
+    Assistant,
+    Proposal,
+    SettingsError,
+    assistant_from_environment,
+    read_confirmation,
+)
 from bot.migrations import BOT_DATABASE
 from checks.script_check import check_script
 from flows import (
@@ -28,8 +36,11 @@ from flows import (
     Cancelled,
     Completed,
     Flow,
+    Notice,
     RenderError,
+    Reply,
     Session,
+    Turn,
     advance,
     begin,
     render_script,
@@ -47,6 +58,10 @@ BANNER = (
     "Multi-line answers: start a line with ``` and end with a ``` line. Send a file with "
     "`/file PATH`. Stop with Ctrl-D or `/quit`: the session is saved and resumes next time."
 )
+ASSISTANT_BANNER = (
+    "An assistant is on: ask it anything (`ask ...`, or a line ending in `?`), or answer in your "
+    "own words; it says what it understood and nothing counts until you reply `yes`."
+)
 
 
 def run_chat_command(args: argparse.Namespace) -> int:
@@ -55,6 +70,11 @@ def run_chat_command(args: argparse.Namespace) -> int:
         key = SessionKey(TERMINAL_TEAM, local_user(), args.session)
     except ValueError as error:
         print(f"artbot chat: --session: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        assistant = assistant_from_environment(os.environ)
+    except SettingsError as error:
+        print(f"artbot chat: {error}", file=sys.stderr)
         return EXIT_USAGE
     terminal = Terminal.standard()
     try:
@@ -69,7 +89,7 @@ def run_chat_command(args: argparse.Namespace) -> int:
     except SQLAlchemyError as error:
         print(f"artbot chat: database error: {database_problem(error)}", file=sys.stderr)
         return EXIT_PROBLEMS
-    chat = Chat(store, key, terminal, out=args.out, dryrun=args.dryrun)
+    chat = Chat(store, key, terminal, out=args.out, dryrun=args.dryrun, assistant=assistant)
     try:
         return chat.run(new=args.new)
     except KeyboardInterrupt:
@@ -106,6 +126,8 @@ class Chat:
     """Where to write the finished script (`--out`, resolved by `script_path`)."""
     dryrun: bool = True
     flow: Flow = TRAIN_RL
+    assistant: Assistant | None = None
+    """Answers questions and reads free text (ARTBOT_LLM_MODEL); None: the plain wizard."""
 
     def resume_command(self, *options: str) -> str:
         """The command that carries on with this session (with `options`), in backticks."""
@@ -118,6 +140,8 @@ class Chat:
         """The whole conversation; returns the exit status."""
         say = self.terminal.say
         say(BANNER)
+        if self.assistant is not None:
+            say(ASSISTANT_BANNER)
         session = self._open(new)
         turn = begin(self.flow, session)
         saved = self._save(session, turn.session)
@@ -126,6 +150,7 @@ class Chat:
         if saved is turn.session:
             self.terminal.show(turn.messages)
         session = saved
+        pending: Proposal | None = None
         while True:
             try:
                 reply = self.terminal.read_reply()
@@ -136,19 +161,40 @@ class Chat:
                     "where you left off."
                 )
                 return EXIT_UNFINISHED
-            turn = advance(self.flow, session, reply)
+            turn, pending = self._respond(session, reply, pending)
             saved = self._save(session, turn.session)
             if saved is None:
                 return EXIT_PROBLEMS
             session = saved
             if saved is not turn.session:
+                pending = None
                 continue  # lost a race: what is stored now was shown instead of this turn
             self.terminal.show(turn.messages, turn.effects)
+            if pending is not None:
+                say(f"{pending.text} Reply `yes` to use it, or `no` to answer again.")
             for effect in turn.effects:
                 if isinstance(effect, Completed):
                     return self._finish(effect)
                 if isinstance(effect, Cancelled):
                     return EXIT_OK
+
+    def _respond(
+        self, session: Session, reply: Reply, pending: Proposal | None
+    ) -> tuple[Turn, Proposal | None]:
+        """The turn for `reply`, and a proposal of the assistant that now waits for yes or no.
+        A yes sends the proposal through the engine as if typed; anything else but no is a new
+        reply."""
+        if pending is not None and reply.value is None and not reply.attachments:
+            decision = read_confirmation(reply.text)
+            if decision is True:
+                return advance(self.flow, session, pending.as_reply()), None
+            if decision is False:
+                again = begin(self.flow, session)
+                return Turn(again.session, (Notice("Not used."), *again.messages)), None
+        if self.assistant is None:
+            return advance(self.flow, session, reply), None
+        assisted = self.assistant.respond(self.flow, session, reply, self.key.channel)
+        return assisted.turn, assisted.proposal
 
     def _open(self, new: bool) -> Session:
         say = self.terminal.say

@@ -11,7 +11,7 @@ from slack_sdk import WebClient
 
 from bot.attachments import attachment_from_file
 from bot.listeners.guard import AfterAck, guarded
-from bot.slack_text import as_typed
+from bot.slack_text import as_typed, without_mention_of
 from bot.wizard import Incoming, WizardService
 from flows import Attachment, Reply
 from storage.sessions import SessionKey
@@ -101,6 +101,8 @@ def message_incoming(
             return Refusal(key, user, taken)
         attachments.append(taken)
     delivery = body.get("event_id") or event.get("client_msg_id")
-    # The text as the user typed it; the attached files are raw bytes, never unescaped.
-    reply = Reply(text=as_typed(event.get("text") or ""), attachments=tuple(attachments))
+    # The text as the user typed it (a leading mention of the bot dropped); the attached files
+    # are raw bytes, never unescaped.
+    text = without_mention_of(context.bot_user_id, event.get("text") or "")
+    reply = Reply(text=as_typed(text), attachments=tuple(attachments))
     return Incoming(key, user, reply, delivery)

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from runner.api.auth import Unauthorized, unauthorized
 from runner.errors import (
     IdempotencyConflict,
+    InvalidQuery,
     InvalidSubmission,
     JobNotFound,
     JobRequestError,
@@ -23,6 +24,7 @@ STATUS_BY_ERROR: tuple[tuple[type[JobRequestError], int], ...] = (
     (JobNotFound, 404),
     (SubmissionTooLarge, 413),  # before InvalidSubmission, its base
     (InvalidSubmission, 422),
+    (InvalidQuery, 422),
     (IdempotencyConflict, 409),
     (ResumeConflict, 409),
 )

@@ -10,11 +10,13 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from runner.api.auth import require_token
-from runner.schemas import EventsPage, Health, Job, JobSubmission, LogTail
-from runner.service import EVENTS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
+from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
+from runner.service import EVENTS_PAGE_LIMIT, JOBS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
 
 MAX_WAIT_S = 30.0
 DEFAULT_LOG_TAIL_BYTES = 64 * 1024
+MAX_SEQ = 2**31 - 1
+"""The largest seq a job can have: events are numbered in a 32-bit column (PostgreSQL INTEGER)."""
 JOB_ID = Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 
 
@@ -57,6 +59,20 @@ def submit(submission: JobSubmission, response: Response, service: Service) -> J
     return job
 
 
+@jobs.get("", response_model=JobsPage)
+def list_jobs(
+    service: Service,
+    state: Annotated[list[JobState] | None, Query(description="repeat for several")] = None,
+    before: Annotated[
+        str | None, Query(max_length=64, pattern=r"^[A-Za-z0-9_-]+$", description="a job id")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=JOBS_PAGE_LIMIT)] = 50,
+) -> JobsPage:
+    """Jobs newest first; `state` filters, `before` pages on (the previous page's
+    `next_before`)."""
+    return service.jobs(state or [], before, limit)
+
+
 @jobs.get("/{job_id}", response_model=Job)
 def get_job(job_id: JobId, service: Service) -> Job:
     return service.job(job_id)
@@ -66,9 +82,14 @@ def get_job(job_id: JobId, service: Service) -> Job:
 async def events(
     job_id: JobId,
     service: Service,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[
-        float, Query(ge=0, description=f"seconds to wait for an event (at most {MAX_WAIT_S:g})")
+        float,
+        Query(
+            ge=0,
+            allow_inf_nan=False,
+            description=f"seconds to wait for an event (at most {MAX_WAIT_S:g})",
+        ),
     ] = 0.0,
     limit: Annotated[int, Query(ge=1, le=EVENTS_PAGE_LIMIT)] = EVENTS_PAGE_LIMIT,
 ) -> EventsPage:

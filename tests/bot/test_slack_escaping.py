@@ -11,8 +11,8 @@ import json
 
 from tests.bot.conftest import BotFactory, SlackUser, answer_after_the_reward
 from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import event_callback, file_share_event
-from tests.fakes.workspace import CHANNEL_ID, USER_ID
+from tests.fakes.slack_requests import event_callback, file_share_event, message_event
+from tests.fakes.workspace import BOT_USER_ID, CHANNEL_ID, USER_ID
 from tests.flows.matrix import MATH_ROWS
 
 ROWS = "\n".join(json.dumps(row) for row in MATH_ROWS)
@@ -138,3 +138,23 @@ def drop(user: SlackUser, fake: FakeSlack, name: str, content: bytes) -> None:
     user.bot.dispatch(event_callback(event))
     fake.wait_for(lambda f: len(user.bot_messages()) > count)
     user.settle()
+
+
+def test_a_reply_addressed_to_the_bot_is_read_without_the_mention(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    user = SlackUser(make_bot())
+    user.command()
+    count = len(user.bot_messages())
+    # "@artbot static", picked from Slack's autocomplete, arrives as `<@U0BOT> static`.
+    event = message_event(
+        f"<@{BOT_USER_ID}> static",
+        channel=user.channel,
+        user=user.user,
+        thread_ts=user.thread,
+        typed=False,
+    )
+    assert user.bot.dispatch(event_callback(event)) == 200
+    fake.wait_for(lambda f: len(user.bot_messages()) > count)
+    user.settle()
+    assert stored_answers(user)["replayable"] == "static"

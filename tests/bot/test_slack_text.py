@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.blocks import SECTION_LIMIT, question_message, sections
-from bot.slack_text import as_typed, clip, escape, unescape
+from bot.slack_text import as_typed, clip, escape, unescape, without_mention_of
 from flows import OptionView, Question
 
 
@@ -36,6 +36,21 @@ from flows import OptionView, Question
 )
 def test_text_as_slack_delivers_it_becomes_what_was_typed(delivered: str, typed: str) -> None:
     assert as_typed(delivered) == typed
+
+
+@pytest.mark.parametrize(
+    ("delivered", "left"),
+    [
+        ("<@U0BOT> static", "static"),
+        ("  <@U0BOT|artbot>   2", "2"),
+        ("static <@U0BOT>", "static <@U0BOT>"),  # only a leading mention addresses the bot
+        ("<@U123> static", "<@U123> static"),  # someone else's mention is part of the answer
+        ("<@U0BOTX> static", "<@U0BOTX> static"),
+    ],
+)
+def test_a_leading_mention_of_the_bot_is_not_part_of_the_answer(delivered: str, left: str) -> None:
+    assert without_mention_of("U0BOT", delivered) == left
+    assert without_mention_of(None, delivered) == delivered
 
 
 def test_escaping_is_undone_exactly_once() -> None:

@@ -185,6 +185,8 @@ def test_customized_hyperparameters_loop_until_done() -> None:
     assert chat.asked() is not None and "Rollouts per group" in chat.asked().text  # type: ignore[union-attr]
     chat.say("1")
     assert chat.problem() is not None and "out of range" in chat.problem()  # type: ignore[operator]
+    again = chat.asked()  # the value is asked again, not the whole menu
+    assert again is not None and again.text == "New value for Rollouts per group?"
     chat.say("8")
     assert chat.problem() is None and chat.asking() == "hyperparameter_values"
     chat.say("1")  # the first field: learning rate

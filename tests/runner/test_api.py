@@ -91,6 +91,12 @@ def test_the_same_idempotency_key_gives_the_same_job(runner: Runner) -> None:
         ({"args": ["ok", "bad\x00arg"]}, 422, "args"),
         ({"metadata": {"k": "v" * 5000}}, 422, "metadata"),
         ({"resume_from_job": "nosuchjob"}, 422, "no job"),
+        ({"resume_from_job": "job\x00id"}, 422, "resume_from_job"),
+        ({"idempotency_key": "key-with-\x00-nul"}, 422, "idempotency_key"),
+        ({"idempotency_key": "key-with\nnewline"}, 422, "idempotency_key"),
+        ({"required_env": ["LD_PRELOAD"]}, 422, "LD_PRELOAD changes how programs are loaded"),
+        ({"required_env": ["ARTBOT_RUNNER_TOKEN"]}, 422, "setting of the runner itself"),
+        ({"required_env": ["AWS_SECRET_ACCESS_KEY"]}, 422, "does not pass AWS_SECRET_ACCESS_KEY"),
         ({"script": "x" * (MAX_SCRIPT_BYTES + 1)}, 413, "script"),
         ({"script": "é" * (MAX_SCRIPT_BYTES // 2 + 1)}, 413, "bytes"),
     ],
@@ -102,6 +108,25 @@ def test_bad_submissions_get_clear_4xx(
     with httpx.Client(base_url=runner.base_url, headers=AUTH, timeout=30) as http:
         response = http.post("/jobs", json=body)
     assert response.status_code == status, response.text
+    assert words in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("after=9223372036854775808", "after"),
+        ("after=2147483648", "after"),
+        ("after=-1", "after"),
+        ("wait=nan", "wait"),
+        ("wait=inf", "wait"),
+        ("limit=0", "limit"),
+    ],
+)
+def test_event_queries_out_of_range_get_4xx(runner: Runner, query: str, words: str) -> None:
+    job_id = runner.submit("gate.py")
+    with httpx.Client(base_url=runner.base_url, headers=AUTH) as http:
+        response = http.get(f"/jobs/{job_id}/events?{query}")
+    assert response.status_code == 422, response.text
     assert words in response.json()["detail"]
 
 

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from runner import supervise as supervise_module
 from runner.logfile import OutputFollower, read_excerpt, read_tail
 from runner.schemas import EventType, JobState, JobSubmission
 from runner.supervise import (
     DROPPED_FILE,
     EXIT_FILE,
+    GO_LINE,
     HEAD_FILE,
     OLD_TAIL_FILE,
+    RELEASED_FILE,
     TAIL_FILE,
     CappedLog,
     log_budget,
@@ -139,7 +143,8 @@ def test_the_supervisor_records_the_exit_code_and_runs_the_command_in_its_cwd(
                 sys.executable,
                 "-c",
                 code,
-            ]
+            ],
+            release=lambda: True,
         )
         == 0
     )
@@ -159,11 +164,31 @@ def test_the_supervisor_reports_a_command_that_cannot_start(tmp_path: Path) -> N
             "100000",
             "--",
             str(tmp_path / "missing"),
-        ]
+        ],
+        release=lambda: True,
     )
     status = json.loads((tmp_path / EXIT_FILE).read_text())
     assert status["exit_code"] == 127 and not status["started"]
     assert "cannot start" in read_tail(tmp_path, 1000).text
+
+
+@pytest.mark.parametrize("given", [b"", b"no\n"], ids=["eof", "not-go"])
+def test_the_supervisor_runs_nothing_unless_released(tmp_path: Path, given: bytes) -> None:
+    ran = tmp_path / "ran"
+    argv = [
+        sys.executable,
+        "-I",
+        str(Path(supervise_module.__file__).resolve()),
+        *("--dir", str(tmp_path), "--cwd", str(tmp_path), "--max-bytes", "100000"),
+        *("--", sys.executable, "-c", f"open({str(ran)!r}, 'w')"),
+    ]
+    done = subprocess.run(argv, input=given, capture_output=True, timeout=30, check=False)
+    assert done.returncode == 0
+    assert not ran.exists()
+    assert not (tmp_path / RELEASED_FILE).exists()
+    done = subprocess.run(argv, input=GO_LINE, capture_output=True, timeout=30, check=False)
+    assert ran.exists() and (tmp_path / RELEASED_FILE).exists()
+    assert json.loads((tmp_path / EXIT_FILE).read_text())["exit_code"] == 0
 
 
 def test_warnings_from_the_output_reach_the_events(runner: Runner, tmp_path: Path) -> None:

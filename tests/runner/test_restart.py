@@ -3,15 +3,38 @@ ones that ended meanwhile are settled from the exit status their supervisor reco
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import pytest
+
+from runner.client import RunnerClient
+from runner.executor import JobProcess
 from runner.migrations import RUNNER_DATABASE
 from runner.schemas import EventType, JobState, JobSubmission
+from runner.serve import RunnerServer, build_service
+from runner.settings import load_settings
 from runner.store import JobStore
 from storage import migrations
-from tests.runner.conftest import Runner, RunnerFactory, alive, processes_with_env, script_text
+from tests.runner.conftest import (
+    TOKEN,
+    Runner,
+    RunnerFactory,
+    alive,
+    job_environ,
+    processes_with_env,
+    runner_env,
+    script_text,
+    submission,
+)
+from tests.runner.dies_after_launch import DIED
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _restart(make_runner: RunnerFactory, old: Runner) -> Runner:
@@ -208,4 +231,62 @@ def test_a_reattached_job_whose_supervisor_died_mid_run_failed(make_runner: Runn
     assert events[-1].type is EventType.failed
     assert "without recording an exit status" in events[-1].data["summary"]
     assert "last step reported was 1" in events[-1].data["summary"]
+    assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["before-the-record", "after-the-record"])
+def test_a_runner_that_dies_during_a_launch_does_not_run_the_job_twice(
+    make_runner: RunnerFactory, tmp_path: Path, recorded: bool
+) -> None:
+    # A real runner process launches the job's supervisor and is killed (os._exit) before it
+    # records the pid, or after recording it but before releasing the supervisor.
+    env = {
+        **os.environ,
+        **runner_env(tmp_path),
+        "TEST_JOB_ENVIRON": json.dumps(job_environ()),
+    }
+    dying = subprocess.run(
+        [sys.executable, "-m", "tests.runner.dies_after_launch", *(["--recorded"] * recorded)],
+        input=submission("count_starts.py").model_dump_json(),
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert dying.returncode == DIED, dying.stderr
+    job_id, supervisor = dying.stdout.split()
+    marker = f"ARTBOT_RUNNER_JOB_ID={job_id}"
+
+    # The orphaned supervisor saw its runner go (EOF on its stdin) and ended having run nothing.
+    deadline = time.monotonic() + 20
+    # (An exiting process's environ reads empty before it is gone: both are waited for.)
+    while processes_with_env(marker) or alive(int(supervisor)):
+        assert time.monotonic() < deadline, "the orphaned supervisor is still running"
+        time.sleep(0.02)
+    starts = tmp_path / "jobs" / job_id / "starts.txt"
+    assert not starts.exists()
+
+    runner = make_runner()
+    events = runner.follow(job_id)
+    assert events[-1].type is EventType.succeeded
+    assert len(starts.read_text().split()) == 1  # one copy ran, started by the new runner
+
+
+def test_a_launch_that_cannot_be_recorded_runs_nothing(tmp_path: Path) -> None:
+    def record_fails(process: JobProcess) -> None:
+        raise RuntimeError("database is locked")
+
+    settings = load_settings(runner_env(tmp_path))
+    service = build_service(settings, environ=job_environ(), after_launch=record_fails)
+    with RunnerServer(service, TOKEN) as server:
+        runner = Runner(server, RunnerClient(server.base_url, TOKEN), settings, tmp_path)
+        job_id = runner.submit("count_starts.py")
+        events = runner.follow(job_id)
+        runner.client.close()
+    service.store.close()
+    assert events[-1].type is EventType.failed
+    assert "database is locked" in events[-1].data["summary"]
+    assert not (tmp_path / "jobs" / job_id / "starts.txt").exists()
     assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []

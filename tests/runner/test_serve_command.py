@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 from runner.client import RunnerClient, RunnerUnavailable
-from tests.runner.conftest import TOKEN, runner_env
+from tests.runner.conftest import TOKEN, runner_env, submission
 
 
 def _environment(**values: str) -> dict[str, str]:
@@ -38,7 +39,9 @@ def test_serve_answers_on_its_port_and_stops_on_sigterm(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = _environment(**runner_env(tmp_path), XDG_DATA_HOME=str(tmp_path))
+    env = _environment(
+        **runner_env(tmp_path), XDG_DATA_HOME=str(tmp_path), OPENAI_API_KEY="sk-for-the-job-only"
+    )
     server = subprocess.Popen(
         [sys.executable, "-m", "artbot.cli", "runner", "serve", "--port", str(port)],
         env=env,
@@ -57,11 +60,28 @@ def test_serve_answers_on_its_port_and_stops_on_sigterm(tmp_path: Path) -> None:
                     assert time.monotonic() < deadline, "the runner did not answer"
                     time.sleep(0.1)
             assert health.gpu_slots == 2 and health.free_slots == 2
+            listed = client.jobs()  # logged by uvicorn's access log, query string and all?
+            assert listed.jobs == []
+            # The runner took its secrets out of os.environ once read: jobs still get theirs.
+            job = client.submit(submission("gate.py", required_env=["OPENAI_API_KEY"]))
+            env_file = tmp_path / "jobs" / job.id / "env.json"
+            job_env: dict[str, str] = {}
+            while not job_env:
+                assert time.monotonic() < deadline + 30, "the job did not write env.json"
+                try:
+                    job_env = json.loads(env_file.read_text())
+                except (OSError, ValueError):  # not there yet, or half written
+                    time.sleep(0.05)
+            assert job_env["OPENAI_API_KEY"] == "sk-for-the-job-only"
+            assert "ARTBOT_RUNNER_TOKEN" not in job_env
+            (tmp_path / "jobs" / job.id / "release").touch()
         server.send_signal(signal.SIGTERM)
         output, _ = server.communicate(timeout=30)
         assert server.returncode == 0
         assert TOKEN.encode() not in output  # the token is never logged
         assert b"runner up" in output
+        assert b'"GET /jobs HTTP/1.1" 200' in output  # the access log, without its query string
+        assert b"limit=" not in output
     finally:
         if server.poll() is None:
             server.kill()

@@ -102,6 +102,28 @@ def test_slots(text: str, slots: list[tuple[int, ...]]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("MAX_RUNTIME_S", "inf", "finite number"),
+        ("MAX_RUNTIME_S", "nan", "finite number"),
+        ("MAX_RUNTIME_S", "0", 'say "none" for no limit'),
+        ("MAX_RUNTIME_S", "-5", "greater than or equal to 1"),
+        ("MAX_RUNTIME_S", "1e12", "less than or equal to 31622400"),
+        ("MAX_RUNTIME_S", "soon", "valid number"),
+        ("CANCEL_GRACE_S", "inf", "finite number"),
+        ("POLL_INTERVAL_S", "1e-9", "greater than or equal to 0.01"),
+        ("LOG_MAX_BYTES", str(2**50), "less than or equal to"),
+        ("JOB_SECRETS", "OPENAI_API_KEY,ARTBOT_RUNNER_TOKEN", "never go to jobs"),
+    ],
+)
+def test_values_out_of_their_real_range_stop_startup(variable: str, value: str, words: str) -> None:
+    with pytest.raises(SettingsError) as error:
+        load_settings({"ARTBOT_RUNNER_TOKEN": TOKEN, f"ARTBOT_RUNNER_{variable}": value})
+    assert f"ARTBOT_RUNNER_{variable}:" in str(error.value)
+    assert words in str(error.value)
+
+
+@pytest.mark.parametrize(
     ("text", "words"), [("0,0", "two slots"), ("-1", "0 or more"), ("gpu0", "not a GPU index")]
 )
 def test_bad_slots(text: str, words: str) -> None:

@@ -3,8 +3,10 @@ and the leftovers of a script that exits without stopping its children."""
 
 from __future__ import annotations
 
+import os
 import time
 
+from runner.memory import memory_bytes, process_memory_bytes
 from runner.schemas import EventType, FailureKind, FixAction, JobState
 from tests.runner.conftest import Runner, RunnerFactory, alive, processes_with_env
 
@@ -88,3 +90,25 @@ def test_children_a_finished_script_leaves_behind_are_stopped(runner: Runner) ->
     assert runner.wait_state(job_id, JobState.succeeded) is JobState.succeeded
     assert _wait_gone(pids, timeout=1.0) == []
     assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []
+
+
+def test_a_job_over_the_memory_limit_is_stopped_and_says_why(make_runner: RunnerFactory) -> None:
+    runner = make_runner(job_memory_max="128M")
+    job_id = runner.submit("hold_memory.py", args=["--mib", "300"])
+    events = runner.follow(job_id, timeout=60)
+    assert events[-1].type is EventType.failed
+    failure = runner.client.job(job_id).failure
+    assert failure is not None and failure.kind is FailureKind.memory_limit
+    assert "over the runner's per-job limit of 0.1 GiB" in failure.summary
+    assert "ARTBOT_RUNNER_JOB_MEMORY_MAX" in failure.fix
+    assert (runner.run_dir(job_id) / "holding").exists()  # it ran up to the memory it took
+    assert processes_with_env(f"ARTBOT_RUNNER_JOB_ID={job_id}") == []
+
+
+def test_memory_is_summed_over_a_jobs_processes() -> None:
+    # This process holds at least the bytes it just touched.
+    held = bytearray(64 * 1024 * 1024)
+    for offset in range(0, len(held), 4096):
+        held[offset] = 1
+    assert memory_bytes([os.getpid()]) >= len(held)
+    assert process_memory_bytes(2**22 + 7) == 0  # no such process (pid_max is at most 2**22)

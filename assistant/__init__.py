@@ -1,0 +1,60 @@
+"""The assistant: a language model (through the `openai` package, against any
+OpenAI-compatible server) in front of the wizard's engine. It answers questions, proposes a
+reading of free text and tool schemas from tool code; the engine validates every proposal and
+the user confirms it before it counts. Off unless `ARTBOT_LLM_MODEL` is set.
+
+    assistant = assistant_from_environment(os.environ)   # None: no model configured
+    assisted = assistant.respond(TRAIN_RL, session, reply, user="U1")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from assistant.budget import Budget
+from assistant.conversation import (
+    Assistant,
+    Assisted,
+    Proposal,
+    is_question,
+    read_confirmation,
+)
+from assistant.model import ChatModel, Completion, ModelUnavailable, OpenAIChatModel
+from assistant.settings import AssistantSettings, load_assistant_settings
+from config.from_environment import SettingsError
+
+__all__ = [
+    "Assistant",
+    "AssistantSettings",
+    "Assisted",
+    "Budget",
+    "ChatModel",
+    "Completion",
+    "ModelUnavailable",
+    "OpenAIChatModel",
+    "Proposal",
+    "SettingsError",
+    "assistant_for",
+    "assistant_from_environment",
+    "is_question",
+    "load_assistant_settings",
+    "read_confirmation",
+]
+
+
+def assistant_for(settings: AssistantSettings) -> Assistant:
+    """The assistant these settings describe, talking to its model over the `openai` client."""
+    model = OpenAIChatModel.connect(
+        settings.model,
+        base_url=settings.base_url,
+        api_key=settings.key(),
+        timeout_s=settings.timeout_s,
+    )
+    return Assistant(model, Budget(settings.requests_per_minute, settings.tokens_per_day))
+
+
+def assistant_from_environment(env: Mapping[str, str]) -> Assistant | None:
+    """The configured assistant, or None when `ARTBOT_LLM_MODEL` is not set. Raises
+    SettingsError naming every problem."""
+    settings = load_assistant_settings(env)
+    return assistant_for(settings) if settings is not None else None

@@ -1,0 +1,280 @@
+"""The assistant in front of the engine: questions get answers, replies the engine refuses get a
+proposed reading, tool code gets tool schemas. The engine stays the authority: a proposal is a
+reply the engine has accepted in a trial run, and it counts only when the user accepts it and it
+is sent through the engine exactly as if typed.
+
+    assisted = assistant.respond(TRAIN_RL, session, reply, user="U1")
+    show(assisted.turn)                      # as the engine's turns
+    if assisted.proposal: ask to confirm     # yes -> advance(flow, session, proposal.as_reply())
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from assistant.budget import Budget
+from assistant.knowledge import open_question
+from assistant.model import ChatMessage, ChatModel, ModelUnavailable, read_json_object
+from assistant.prompts import (
+    answering_messages,
+    choice_values,
+    understanding_messages,
+    understanding_schema,
+)
+from assistant.tool_offer import tool_code_in, tools_summary
+from flows import (
+    Answered,
+    Flow,
+    InvalidAnswer,
+    Notice,
+    Problem,
+    Question,
+    Reply,
+    Session,
+    Turn,
+    ValuesMenu,
+    advance,
+    begin,
+    redact_secrets,
+    tool_schemas_from_code,
+)
+
+ASK_PREFIX = "ask "
+MAX_ASSISTED_CHARS = 2_000
+"""Longer replies are data or code: the engine alone reads them."""
+MAX_PROPOSED_CHARS = 2_000
+"""The longest answer the model may propose (a choice's value, a number, a short text)."""
+MAX_SHOWN_ANSWER_CHARS = 1_500
+ANSWER_TOKENS = 400
+UNDERSTANDING_TOKENS = 200
+TOOLS_STEP = "tools"
+"""The train-rl question whose answer tool code can propose (schemas read from the code)."""
+READABLE = frozenset({"choice", "text", "number", "path"})
+"""Questions whose free-text replies the model may read; code and data (json) are not guessed."""
+ACCEPT_WORDS = frozenset({"yes", "y", "accept", "ok", "use it"})
+REJECT_WORDS = frozenset({"no", "n", "re-answer", "reanswer"})
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """An answer the assistant read from a reply, waiting for the user's yes."""
+
+    step_id: str
+    reply_text: str
+    """Sent through the engine as if typed, once accepted."""
+    shown: str
+    """The answer as the engine shows it back."""
+    reason: str
+
+    @property
+    def text(self) -> str:
+        """What the user is asked to confirm."""
+        reason = f"\n{self.reason}" if self.reason else ""
+        return f"I read that as: *{self.shown}*.{reason}\nUse it?"
+
+    def to_json(self) -> str:
+        """The proposal as an edge carries it until the user decides (a Slack button's value
+        holds at most 2,000 characters: a longer one is kept server-side)."""
+        return json.dumps(
+            {"step": self.step_id, "text": self.reply_text, "shown": self.shown, "why": self.reason}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Proposal:
+        """The proposal `to_json` wrote; ValueError for anything else (a forged value)."""
+        data = json.loads(text)
+        fields = ("step", "text", "shown", "why")
+        if not isinstance(data, dict) or any(not isinstance(data.get(f), str) for f in fields):
+            raise ValueError("not a proposal")
+        return cls(data["step"], data["text"], data["shown"], data["why"])
+
+    def as_reply(self) -> Reply:
+        """The accepted proposal, as the reply the engine receives (refused as stale if the
+        question has moved on meanwhile)."""
+        return Reply(text=self.reply_text, step_id=self.step_id)
+
+
+@dataclass(frozen=True)
+class Assisted:
+    """The assistant's answer to one reply: a turn to show, and maybe a proposal to confirm."""
+
+    turn: Turn
+    proposal: Proposal | None = None
+
+
+def is_question(text: str) -> bool:
+    """Does a reply ask something (`ask ...`, or one line ending with `?`) rather than answer?
+    An answer that ends with `?` can be sent in a ``` block."""
+    stripped = text.strip()
+    if stripped.lower().startswith(ASK_PREFIX):
+        return True
+    return stripped.endswith("?") and "\n" not in stripped and not stripped.startswith("```")
+
+
+def read_confirmation(text: str) -> bool | None:
+    """True for yes, False for no, None for anything else (a new reply)."""
+    lowered = text.strip().lower().rstrip(".!")
+    if lowered in ACCEPT_WORDS:
+        return True
+    if lowered in REJECT_WORDS:
+        return False
+    return None
+
+
+@dataclass(frozen=True)
+class Assistant:
+    """Reads replies with a language model before (questions) and after (refusals) the engine."""
+
+    model: ChatModel
+    budget: Budget
+
+    def respond(self, flow: Flow, session: Session, reply: Reply, user: str) -> Assisted:
+        """The turn for `reply`: the engine's, or an answer to a question, or a proposal."""
+        question = open_question(flow, session)
+        text = reply.text.strip()
+        plain_text = reply.value is None and not reply.attachments
+        if (
+            question is not None
+            and plain_text
+            and is_question(text)
+            and len(text) <= MAX_ASSISTED_CHARS
+            and not _has_secret(text)
+        ):
+            return Assisted(self._answer(flow, session, question, text, user))
+        turn = advance(flow, session, reply)
+        if question is None or not _refused(turn, session) or reply.value is not None:
+            return Assisted(turn)
+        if _has_secret(text) or any(_has_secret(_decoded(a.content)) for a in reply.attachments):
+            return Assisted(turn)  # the engine said why; nothing goes to the model
+        if isinstance(flow.step(question.step_id), ValuesMenu):
+            return Assisted(turn)
+        if question.step_id == TOOLS_STEP:
+            code = tool_code_in(reply)
+            if code is not None:
+                return _offer_tools(flow, session, turn, code)
+        if not plain_text or len(text) > MAX_ASSISTED_CHARS or question.kind not in READABLE:
+            return Assisted(turn)
+        return self._understand(flow, session, question, turn, text, user)
+
+    def _answer(
+        self, flow: Flow, session: Session, question: Question, asked: str, user: str
+    ) -> Turn:
+        """Answer the question and ask the open one again; the session does not move."""
+        if asked.lower().startswith(ASK_PREFIX):
+            asked = asked[len(ASK_PREFIX) :].strip()
+        again = begin(flow, session)
+        try:
+            reply = self._call(
+                user, answering_messages(flow, session, question, asked), None, ANSWER_TOKENS
+            )
+        except ModelUnavailable as why:
+            return Turn(again.session, (_note(str(why)), *again.messages))
+        answer = reply if len(reply) <= MAX_SHOWN_ANSWER_CHARS else reply[:MAX_SHOWN_ANSWER_CHARS]
+        return Turn(again.session, (Notice(answer.strip()), *again.messages))
+
+    def _understand(
+        self, flow: Flow, session: Session, question: Question, refused: Turn, text: str, user: str
+    ) -> Assisted:
+        values = choice_values(flow, question)
+        try:
+            raw = self._call(
+                user,
+                understanding_messages(flow, session, question, text),
+                understanding_schema(values),
+                UNDERSTANDING_TOKENS,
+            )
+            reading = read_json_object(raw)
+            understood = reading.get("understood")
+            value = reading.get("value")
+            reason = reading.get("reason", "")
+            if not isinstance(understood, bool) or not isinstance(reason, str):
+                raise ModelUnavailable("its reply did not follow the schema")
+            if not understood or value is None:
+                return Assisted(refused)
+            if not isinstance(value, str) or not value.strip():
+                raise ModelUnavailable("its reply did not follow the schema")
+            if values is not None and value not in values:
+                raise ModelUnavailable("it picked something that is not an option")
+        except ModelUnavailable as why:
+            return Assisted(_with_note(refused, _note(str(why))))
+        value = value.strip()
+        reason = _clip(redact_secrets(reason), 300)
+        proposal = _trial(flow, session, question.step_id, value, reason)
+        if proposal is None or len(value) > MAX_PROPOSED_CHARS:
+            read_as = _clip(redact_secrets(value), 80)
+            note = f"(The assistant read it as “{read_as}”, which is not a valid answer either.)"
+            return Assisted(_with_note(refused, Notice(note)))
+        return Assisted(Turn(session), proposal)
+
+    def _call(
+        self,
+        user: str,
+        messages: list[ChatMessage],
+        schema: dict[str, Any] | None,
+        max_tokens: int,
+    ) -> str:
+        refused = self.budget.take(user)
+        if refused:
+            raise ModelUnavailable(refused)
+        completion = self.model.complete(messages, schema=schema, max_tokens=max_tokens)
+        self.budget.charge(user, completion.tokens)
+        return completion.text
+
+
+def _offer_tools(flow: Flow, session: Session, refused: Turn, code: str) -> Assisted:
+    """Tool schemas read from the user's functions (no model), offered as the answer."""
+    try:
+        schemas = tool_schemas_from_code(code)
+    except InvalidAnswer as error:
+        return Assisted(_with_note(refused, Notice(f"(Reading it as tool code: {error})")))
+    proposal = _trial(flow, session, TOOLS_STEP, json.dumps(schemas), tools_summary(schemas))
+    if proposal is None:
+        return Assisted(refused)
+    return Assisted(Turn(session), proposal)
+
+
+def _trial(flow: Flow, session: Session, step_id: str, value: str, reason: str) -> Proposal | None:
+    """`value` as a proposal if the engine, given it as a typed reply, answers `step_id` with it."""
+    trial = advance(flow, session, Reply(text=value, step_id=step_id))
+    answered = next(
+        (e for e in trial.effects if isinstance(e, Answered) and e.step_id == step_id), None
+    )
+    if answered is None:
+        return None
+    return Proposal(step_id, value, answered.shown, reason)
+
+
+def _refused(turn: Turn, session: Session) -> bool:
+    """The engine refused the reply: a problem said, nothing answered or done."""
+    return (
+        not turn.effects
+        and any(isinstance(m, Problem) for m in turn.messages)
+        and turn.session.answers == session.answers
+        and turn.session.status == session.status
+    )
+
+
+def _with_note(turn: Turn, note: Notice) -> Turn:
+    """`turn` with `note` just before its question."""
+    messages = list(turn.messages)
+    at = next((i for i, m in enumerate(messages) if isinstance(m, Question)), len(messages))
+    messages.insert(at, note)
+    return Turn(turn.session, tuple(messages), turn.effects)
+
+
+def _note(reason: str) -> Notice:
+    return Notice(f"(The assistant could not help this time: {reason}.)")
+
+
+def _has_secret(text: str) -> bool:
+    return redact_secrets(text) != text
+
+
+def _decoded(content: bytes) -> str:
+    return content[: MAX_ASSISTED_CHARS * 100].decode("utf-8", "replace")
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

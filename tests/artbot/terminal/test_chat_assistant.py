@@ -1,0 +1,157 @@
+"""`artbot chat` with an assistant (ARTBOT_LLM_*): a real process, replies on stdin, the model a
+scripted OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.migrations import BOT_DATABASE
+from storage import migrations
+from storage.sessions import SessionKey, SessionStore
+from tests.artbot.terminal.test_chat import ROWS_JSON, UP_TO_SCENARIOS, USER, environment
+from tests.fakes.openai_server import FakeOpenAI, Scripted
+
+BIGGER_QWEN = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+ANSWER = "Llama-3.1-8B-Instruct is the smallest of the three: the first to try on a small GPU."
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "work").mkdir()
+    return tmp_path
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+        assert server.refused == []
+
+
+def chat(home: Path, fake: FakeOpenAI, replies: list[str]) -> subprocess.CompletedProcess[str]:
+    env = environment(home) | {
+        "ARTBOT_LLM_MODEL": "gpt-test",
+        "ARTBOT_LLM_BASE_URL": fake.base_url,
+        "ARTBOT_LLM_API_KEY": fake.key,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "artbot.cli", "chat", "--no-dryrun"],
+        input="".join(f"{reply}\n" for reply in replies),
+        cwd=home / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def stored_answers(home: Path) -> dict[str, object]:
+    url = f"sqlite:///{home / 'data' / 'artbot' / 'artbot.db'}"
+    assert migrations.current(BOT_DATABASE, url) is not None
+    store = SessionStore.open(url)
+    try:
+        stored = store.get(SessionKey("terminal", USER, "default"))
+        assert stored is not None
+        return dict(stored.session.answers)
+    finally:
+        store.close()
+
+
+def reading(value: str, reason: str) -> Scripted:
+    return Scripted.json({"understood": True, "value": value, "reason": reason})
+
+
+def test_questions_answered_free_text_confirmed_and_the_script_written(
+    home: Path, fake: FakeOpenAI
+) -> None:
+    fake.script(
+        reading("held_out", "Keep some scenarios back for validation."),
+        reading("0.2", "A fifth is 0.2."),
+        Scripted.text(ANSWER),
+        reading(BIGGER_QWEN, "The bigger Qwen."),
+        reading(BIGGER_QWEN, "The bigger Qwen."),
+    )
+    replies = [
+        *UP_TO_SCENARIOS,
+        "inline",
+        "```json",
+        *ROWS_JSON.splitlines(),
+        "```",
+        "skip",
+        "ruler",
+        "1",
+        "all",
+        "hold some back",
+        "yes",
+        "hold out a fifth",
+        "yes",
+        "default",
+        "default",
+        "which model fits a 24 GB GPU?",
+        "the bigger Qwen",
+        "no",
+        "the bigger Qwen",
+        "y",
+        "default",
+        "chat-assist-001",
+        "serverless",
+        "defaults",
+        "dataset",
+    ]
+
+    result = chat(home, fake, replies)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "An assistant is on" in out
+    assert ANSWER in out
+    assert "I read that as: *Hold out a fraction*." in out
+    assert "I read that as: *0.2*." in out
+    assert "Reply `yes` to use it, or `no` to answer again." in out
+    assert "Not used." in out
+    assert out.count("Which base model?") >= 3  # asked, asked again after the answer, after no
+    script = home / "work" / "chat-assist-001.py"
+    assert script.is_file()
+    assert BIGGER_QWEN in script.read_text()
+    assert fake.unused == 0 and len(fake.requests) == 5
+    answers = stored_answers(home)
+    assert answers["val_fraction"] == 0.2
+    assert answers["base_model"] == BIGGER_QWEN
+
+
+def test_a_proposal_is_not_stored_until_yes(home: Path, fake: FakeOpenAI) -> None:
+    fake.script(reading("static", "The scenarios come from logs."))
+
+    result = chat(home, fake, ["we only have logged chats"])
+
+    assert result.returncode == 3
+    assert "I read that as: *Only logged or static scenarios*." in result.stdout
+    assert stored_answers(home) == {}
+
+
+def test_a_bad_assistant_setting_stops_the_chat_before_it_starts(home: Path) -> None:
+    env = environment(home) | {"ARTBOT_LLM_MODEL": "gpt-test", "ARTBOT_LLM_TIMEOUT_S": "-1"}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("ARTBOT_LLM_API_KEY", None)
+    env["ARTBOT_LLM_BASE_URL"] = "http://127.0.0.1:9/v1"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "artbot.cli", "chat"],
+        input="",
+        cwd=home / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert result.returncode == 2
+    assert "artbot chat: Cannot start the assistant:" in result.stderr
+    assert "ARTBOT_LLM_TIMEOUT_S" in result.stderr

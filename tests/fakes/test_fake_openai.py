@@ -1,0 +1,62 @@
+"""The fake OpenAI server refuses what OpenAI refuses, and the real `openai` client reads what it
+says the way it reads OpenAI."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI, Scripted
+
+
+def client(fake: FakeOpenAI, key: str | None = None) -> openai.OpenAI:
+    return openai.OpenAI(
+        api_key=key or fake.key, base_url=fake.base_url, max_retries=0, timeout=0.5
+    )
+
+
+def test_the_client_reads_a_scripted_completion() -> None:
+    with FakeOpenAI() as fake:
+        fake.script(Scripted.text("Hello."))
+        response = client(fake).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=5
+        )
+        assert response.choices[0].message.content == "Hello."
+        assert response.usage is not None and response.usage.completion_tokens == 20
+        assert fake.requests[0]["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_a_wrong_key_is_refused_as_openai_does() -> None:
+    with FakeOpenAI() as fake, pytest.raises(openai.AuthenticationError):
+        client(fake, key="wrong").chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
+
+
+def test_a_strict_schema_must_require_every_property_and_allow_no_others() -> None:
+    loose = {"type": "object", "properties": {"a": {"type": "string"}}, "required": []}
+    with FakeOpenAI() as fake, pytest.raises(openai.BadRequestError):
+        client(fake).chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": loose, "strict": True},
+            },
+        )
+    assert fake.refused == [
+        "Invalid schema: 'additionalProperties' is required to be false (schema)."
+    ]
+
+
+def test_429_reads_as_a_rate_limit_and_a_hang_as_a_timeout() -> None:
+    with FakeOpenAI() as fake:
+        fake.script(Scripted.error(429), Scripted.timeout())
+        with pytest.raises(openai.RateLimitError):
+            client(fake).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+        with pytest.raises(openai.APITimeoutError):
+            client(fake).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
