@@ -24,7 +24,7 @@ COPY runner ./runner
 COPY manifests ./manifests
 RUN uv sync --locked --no-dev && chown -R artbot:artbot /opt/artbot
 
-# ---- the Slack bot: `artbot serve` (HTTP on $PORT, or Socket Mode with SLACK_APP_TOKEN) ----
+# ---- the Slack bot: `artbot serve` (HTTP on $PORT, or Socket Mode; /healthz on $PORT in both) ----
 FROM app AS bot
 USER artbot
 WORKDIR /home/artbot

@@ -177,7 +177,11 @@ def _db_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=None, help="HTTP port (default: $PORT or 3000)")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (HTTP mode)")
+    parser.add_argument(
+        "--host",
+        default="0.0.0.0",
+        help="address to listen on (Slack in HTTP mode; /healthz and /metrics in both)",
+    )
 
 
 # The one place subcommands are registered; add `chat`, `render`, `dryrun`, `serve` here.

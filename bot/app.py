@@ -1,18 +1,26 @@
 """The composition root: the services built on the configured database, and the Bolt app with
 every listener (bot/listeners) registered on it.
 
+Ack first, in the request's own path: the app runs with `process_before_response=True`, so Bolt
+calls each listener on the thread that received the request (uvicorn's event loop, or Socket
+Mode's); the listener acks, parses, and hands the work to `AfterAck`'s pool of LISTENER_WORKERS
+threads. A saturated pool delays turns, never acks. (Without `process_before_response` Bolt runs
+every listener in its executor and polls for the ack, so acks queued behind slow work: the
+collapse issue 9 saw at 200 users.)
+
 Sync Bolt, on purpose: the work behind a reply is blocking anyway (SQL, rendering, ruff and
-pyright subprocesses, the dry run), Bolt's sync App acks on `ack()` and runs the rest of a
-listener in its thread pool, and the same App serves Socket Mode and a threaded WSGI server.
+pyright subprocesses, the dry run); the async app would need every one of them in a thread.
+See the README's "Serving" section for the two measured side by side.
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
@@ -20,6 +28,8 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from bot.listeners import register_listeners
+from bot.listeners.guard import RECEIVED_AT, AfterAck
+from bot.metrics import BotMetrics
 from bot.migrations import BOT_DATABASE
 from bot.script_results import Dryrun, ScriptResults
 from bot.settings import BotSettings
@@ -30,7 +40,33 @@ from storage import migrations
 from storage.database import create_database_engine, data_dir
 from storage.sessions import SessionStore
 
-LISTENER_WORKERS = 32
+LISTENER_WORKERS = 8
+"""Threads for the listeners' work after their acks (SQL, rendering, Slack calls)."""
+REQUEST_KINDS = {"event_callback": "event", "block_actions": "action", "url_verification": "event"}
+
+
+class ArtbotApp(App):
+    """Bolt's App that counts and times its acks into `metrics` (HTTP and Socket Mode alike)."""
+
+    def __init__(self, *, metrics: BotMetrics, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.metrics = metrics
+
+    def dispatch(self, req: BoltRequest) -> BoltResponse:
+        received = time.monotonic()
+        req.context[RECEIVED_AT] = received  # turn latency counts from here
+        response = super().dispatch(req)
+        kind = request_kind(req.body)
+        self.metrics.acks.labels(kind, str(response.status)).inc()
+        self.metrics.ack_seconds.labels(kind).observe(time.monotonic() - received)
+        return response
+
+
+def request_kind(body: dict[str, Any]) -> str:
+    """command, action, event or other: a fixed set (the body is not yet verified here)."""
+    if "command" in body:
+        return "command"
+    return REQUEST_KINDS.get(str(body.get("type")), "other")
 
 
 def web_client(settings: BotSettings) -> WebClient:
@@ -105,19 +141,26 @@ def build_service(
 
 
 def create_app(
-    settings: BotSettings, service: WizardService, *, client: WebClient | None = None
-) -> App:
-    """A Bolt App wired to `service`, talking to Slack (or SLACK_API_URL) with retries on 429."""
+    settings: BotSettings,
+    service: WizardService,
+    *,
+    client: WebClient | None = None,
+    metrics: BotMetrics | None = None,
+) -> ArtbotApp:
+    """A Bolt App wired to `service`, talking to Slack (or SLACK_API_URL) with retries on 429;
+    its metrics (acks, turns, sessions by state) in `app.metrics`."""
     secret = settings.slack_signing_secret
-    app = App(
+    metrics = metrics or BotMetrics()
+    metrics.watch_sessions(service.store.count_by_status)
+    app = ArtbotApp(
+        metrics=metrics,
         client=client or web_client(settings),
         signing_secret=secret.get_secret_value() if secret else None,
         # Socket Mode connections are authenticated by the app token; HTTP requests by signature.
         request_verification_enabled=secret is not None,
-        # Acks wait for a free worker: Bolt's default 5 is too few for a busy workspace.
-        listener_executor=ThreadPoolExecutor(
-            max_workers=LISTENER_WORKERS, thread_name_prefix="bolt"
-        ),
+        # Listeners run where the request arrived; they ack and hand their work to AfterAck.
+        process_before_response=True,
     )
-    register_listeners(app, service)
+    work = ThreadPoolExecutor(max_workers=LISTENER_WORKERS, thread_name_prefix="after-ack")
+    register_listeners(app, service, AfterAck(metrics, work))
     return app

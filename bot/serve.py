@@ -1,70 +1,120 @@
-"""`artbot serve`: the Slack bot over HTTP (a threaded WSGI server) or Socket Mode."""
+"""`artbot serve`: the Slack bot over HTTP or Socket Mode, under uvicorn either way.
+
+HTTP mode: uvicorn serves `bot.web.BotWeb` (Bolt at /slack/events, /healthz, /metrics) on
+$PORT. Socket Mode: Bolt's Socket Mode client talks to Slack, and uvicorn serves /healthz
+(database and socket) and /metrics on $PORT all the same, for the container's HEALTHCHECK.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+import uvicorn
 from slack_bolt import App
-from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.error import BoltError
+from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.app import build_service, create_app
+from bot.app import ArtbotApp, build_service, create_app
+from bot.health import HealthCheck
+from bot.log_fields import configure_logging
 from bot.settings import SettingsError, load_settings
+from bot.web import EVENTS_PATH, BotWeb
 from bot.wizard import WizardService
 from storage import migrations
 from storage.database import database_problem
 
+__all__ = ["EVENTS_PATH", "BotServer", "run_serve_command", "web_for"]
+
 log = logging.getLogger(__name__)
-EVENTS_PATH = "/slack/events"
 EXPIRY_INTERVAL_S = 600.0
 
-StartResponse = Callable[..., Any]
+
+def web_for(
+    app: ArtbotApp, service: WizardService, socket_connected: Callable[[], bool] | None = None
+) -> BotWeb:
+    """The ASGI app: Bolt at /slack/events unless in Socket Mode (`socket_connected` given)."""
+    health = HealthCheck(service.store, socket_connected)
+    return BotWeb(health, app.metrics, app if socket_connected is None else None)
 
 
-class ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    """One thread per request: Slack must get its ack within 3 seconds while others work."""
+class _Server(uvicorn.Server):
+    """uvicorn's server, minus re-raising SIGTERM/SIGINT once it has shut down: that would kill
+    the process before the bot stops its threads and closes its database."""
 
-    daemon_threads = True
-    # Python's default backlog of 5 resets connections when Slack sends a burst.
-    request_queue_size = 128
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
-
-
-def wsgi_application(app: App) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
-    """Bolt's WSGI handler at /slack/events, plus a health probe at /healthz."""
-    slack = SlackRequestHandler(app, path=EVENTS_PATH)
-
-    def application(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == "/healthz":
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"ok"]
-        return slack(environ, start_response)
-
-    return application
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {
+            sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
-def make_http_server(app: App, host: str, port: int) -> WSGIServer:
-    """A server for `app` bound to host:port (port 0 picks a free one); call serve_forever()."""
-    return make_server(
-        host,
-        port,
-        wsgi_application(app),
-        server_class=ThreadingWSGIServer,
-        handler_class=_QuietHandler,
+def _config(web: BotWeb, host: str, port: int) -> uvicorn.Config:
+    return uvicorn.Config(
+        web,
+        host=host,
+        port=port,
+        # Our own key=value lines (bot.log_fields), and no line per request: acks are counted
+        # in /metrics instead.
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        # Slack sends bursts; the default backlog (2048) and no concurrency cap keep them.
+        timeout_graceful_shutdown=5,
     )
+
+
+class BotServer:
+    """The bot's web app under uvicorn on a thread (port 0: a free one); `with` starts and
+    stops it. Tests and benchmarks use it; `artbot serve` runs the same server in its main
+    thread."""
+
+    def __init__(self, web: BotWeb, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._server = _Server(_config(web, host, port))
+        self._thread = threading.Thread(target=self._server.run, name="bot-http", daemon=True)
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> BotServer:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the bot's HTTP server did not start")
+            time.sleep(0.01)
+        servers: list[Any] = list(self._server.servers)
+        self.port = int(servers[0].sockets[0].getsockname()[1])
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+
+    def __enter__(self) -> BotServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def keep_tidy(
@@ -86,9 +136,7 @@ def keep_tidy(
 
 def run_serve_command(args: argparse.Namespace) -> int:
     """Serve until interrupted; exit 2 with a clear message when the settings cannot work."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging()
     try:
         settings = load_settings()
     except SettingsError as error:
@@ -118,19 +166,30 @@ def run_serve_command(args: argparse.Namespace) -> int:
 
         RunFollower(service.runs, app.client, settings.artbot_runner_poll_s).start()
         log.info("following training runs on %s", settings.artbot_runner_url)
+    port = args.port or settings.port
+    socket_mode = None
     try:
         if settings.slack_app_token is not None:
             from slack_bolt.adapter.socket_mode import SocketModeHandler
 
-            log.info("artbot serving over Socket Mode")
-            SocketModeHandler(app, settings.slack_app_token.get_secret_value()).start()
+            socket_mode = SocketModeHandler(app, settings.slack_app_token.get_secret_value())
+            try:
+                socket_mode.connect()
+            except SlackApiError as error:
+                reason = error.response.get("error") if error.response else error
+                print(f"Cannot start artbot: Socket Mode refused ({reason}).", file=sys.stderr)
+                return 2
+            web = web_for(app, service, socket_mode.client.is_connected)
+            log.info("artbot serving over Socket Mode; /healthz and /metrics on port %d", port)
         else:
-            port = args.port or settings.port
-            server = make_http_server(app, args.host, port)
-            log.info("artbot serving HTTP on %s:%d%s", args.host, server.server_port, EVENTS_PATH)
-            server.serve_forever()
+            web = web_for(app, service)
+            log.info("artbot serving HTTP on %s:%d%s", args.host, port, EVENTS_PATH)
+        _Server(_config(web, args.host, port)).run()
     except KeyboardInterrupt:
         pass
     finally:
         stop.set()
+        if socket_mode is not None:
+            socket_mode.close()
+        service.store.close()
     return 0

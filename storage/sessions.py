@@ -15,7 +15,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Engine, Index, Integer, String, Text, and_, delete, select, update
+from sqlalchemy import (
+    Engine,
+    Index,
+    Integer,
+    String,
+    Text,
+    and_,
+    case,
+    delete,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -174,6 +186,13 @@ class SessionStore(SqlStore):
         query = query.order_by(SessionRow.updated_at.desc(), SessionRow.thread)
         with self._transaction() as orm:
             return [_stored(row) for row in orm.scalars(query)]
+
+    def count_by_status(self) -> dict[str, int]:
+        """How many sessions are in each state: the Session's status, or `expired`."""
+        state = case((SessionRow.expired_at.is_not(None), "expired"), else_=SessionRow.status)
+        query = select(state, func.count()).group_by(state)
+        with self._transaction() as orm:
+            return {str(name): int(count) for name, count in orm.execute(query)}
 
     # -- writing --
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Self
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session as OrmSession
 
 from storage.database import create_database_engine
@@ -42,6 +42,11 @@ class SqlStore:
 
     def now(self) -> datetime:
         return self._clock()
+
+    def ping(self) -> None:
+        """One round trip to the database; SQLAlchemyError when it cannot be reached."""
+        with self._engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
 
     def close(self) -> None:
         self._engine.dispose()

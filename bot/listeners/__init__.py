@@ -1,4 +1,5 @@
-"""Every Slack listener of the bot, thin: parse what Slack sent, ack, call one service method.
+"""Every Slack listener of the bot, thin: ack, then parse what Slack sent and call one service
+method.
 
 One module per kind of request (the slack-samples Bolt starter's shape), each with
 `register(app, service)`.
@@ -9,11 +10,13 @@ from __future__ import annotations
 from slack_bolt import App
 
 from bot.listeners import actions, commands, events
+from bot.listeners.guard import AfterAck
 from bot.wizard import WizardService
 
 
-def register_listeners(app: App, service: WizardService) -> None:
-    """Register the slash command, the events and the button clicks on `app`."""
-    commands.register(app, service)
-    events.register(app, service)
-    actions.register(app, service)
+def register_listeners(app: App, service: WizardService, after_ack: AfterAck) -> None:
+    """Register the slash command, the events and the button clicks on `app`: each acks at
+    once and hands its work to `after_ack`."""
+    commands.register(app, service, after_ack)
+    events.register(app, service, after_ack)
+    actions.register(app, service, after_ack)

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from slack_bolt import Ack, App
+from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 
 from bot.blocks import (
@@ -16,7 +16,7 @@ from bot.blocks import (
     RUN_FIX_ACTION,
     parse_answer_value,
 )
-from bot.listeners.guard import guarded
+from bot.listeners.guard import AfterAck
 from bot.script_results import parse_session_ref
 from bot.wizard import Incoming, WizardService
 from flows import Reply
@@ -24,12 +24,16 @@ from runner.schemas import FixAction
 from storage.sessions import SessionKey
 
 
-def register(app: App, service: WizardService) -> None:
-    """Every button the bot posts."""
+def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
+    """Every button the bot posts: ack, then the work on `after_ack`'s pool."""
 
     @app.action(re.compile(rf"^{ANSWER_ACTION}:\d+$"))
     def on_answer_click(
-        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
     ) -> None:
         ack()
         parsed = parse_answer_value(action.get("value") or "")
@@ -39,45 +43,78 @@ def register(app: App, service: WizardService) -> None:
         step_id, value = parsed
         user = body["user"]["id"]
         incoming = Incoming(key, user, Reply.button(step_id, value), click_id(body, action))
-        guarded(lambda: service.handle(client, incoming), client, key, service)
+        after_ack.submit(
+            context,
+            "action",
+            lambda: service.handle(client, incoming),
+            key=key,
+            client=client,
+            service=service,
+        )
 
     @app.action(re.compile(rf"^({'|'.join(RESULT_ACTIONS)})$"))
     def on_result_click(
-        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
     ) -> None:
         ack()
         key = parse_session_ref(action.get("value") or "")
         if key is None:
             return
-        user = body["user"]["id"]
+        user, action_id = body["user"]["id"], action["action_id"]
         delivery = click_id(body, action)
-        guarded(
-            lambda: service.result_action(client, key, user, action["action_id"], delivery),
-            client,
-            key,
-            service,
+        after_ack.submit(
+            context,
+            "action",
+            lambda: service.result_action(client, key, user, action_id, delivery),
+            key=key,
+            client=client,
+            service=service,
         )
 
     @app.action(RUN_CANCEL_ACTION)
     def on_run_cancel(
-        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
     ) -> None:
         ack()
         run_id = clicked_run(action)
         if run_id is not None:
             user = body["user"]["id"]
-            guarded(lambda: service.cancel_run(client, run_id, user))
+            after_ack.submit(
+                context,
+                "action",
+                lambda: service.cancel_run(client, run_id, user),
+                key=action_key(body),
+                team=context.team_id,
+            )
 
     @app.action(re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"))
     def on_run_fix(
-        ack: Ack, body: dict[str, Any], action: dict[str, Any], client: WebClient
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
     ) -> None:
         ack()
         run_id = clicked_run(action)
         if run_id is not None:
             fix = FixAction(action["action_id"].split(":", 1)[1])
             user, delivery = body["user"]["id"], click_id(body, action)
-            guarded(lambda: service.fix_run(client, run_id, fix, user, delivery))
+            after_ack.submit(
+                context,
+                "action",
+                lambda: service.fix_run(client, run_id, fix, user, delivery),
+                key=action_key(body),
+                team=context.team_id,
+            )
 
 
 def action_key(body: Mapping[str, Any]) -> SessionKey | None:

@@ -7,12 +7,12 @@ from typing import Any
 from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
-from bot.listeners.guard import guarded
+from bot.listeners.guard import AfterAck
 from bot.slack_text import as_typed
 from bot.wizard import WizardService
 
 
-def register(app: App, service: WizardService) -> None:
+def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
     """`/train-rl [list|runs|help|task]`: answers go privately through the response_url."""
 
     @app.command("/train-rl")
@@ -30,4 +30,4 @@ def register(app: App, service: WizardService) -> None:
             if answer is not None:
                 respond(text=answer, response_type="ephemeral")
 
-        guarded(work)
+        after_ack.submit(context, "command", work, team=team, channel=channel)

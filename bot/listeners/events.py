@@ -10,7 +10,7 @@ from slack_bolt import App, BoltContext
 from slack_sdk import WebClient
 
 from bot.attachments import attachment_from_file
-from bot.listeners.guard import guarded
+from bot.listeners.guard import AfterAck, guarded
 from bot.slack_text import as_typed, without_mention_of
 from bot.wizard import Incoming, WizardService
 from flows import Attachment, Reply
@@ -21,27 +21,42 @@ IGNORED_SUBTYPES = frozenset(
 )
 
 
-def register(app: App, service: WizardService) -> None:
-    """The thread replies that answer wizards, and the Home tab that lists them."""
+def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
+    """The thread replies that answer wizards, and the Home tab that lists them. Bolt acks
+    events itself once the listener returns: each one only hands its work to `after_ack`."""
 
     @app.event("message")
     def on_message(
         event: dict[str, Any], body: dict[str, Any], client: WebClient, context: BoltContext
     ) -> None:
-        incoming = message_incoming(event, body, client, context, service.max_upload_bytes)
-        if incoming is None:
+        def answer(incoming: Incoming | Refusal | None) -> None:
+            if isinstance(incoming, Refusal):  # an edit, or a file we could not take: owner only
+                service.refuse(client, incoming.key, incoming.user, incoming.text)
+            elif incoming is not None:
+                guarded(lambda: service.handle(client, incoming), client, incoming.key, service)
+
+        limit = service.max_upload_bytes
+        if event.get("files"):  # downloading them is I/O: after the ack, with the rest
+            after_ack.submit(
+                context,
+                "event",
+                lambda: answer(message_incoming(event, body, client, context, limit)),
+                team=context.team_id,
+                channel=event.get("channel"),
+            )
             return
-        if isinstance(incoming, Refusal):  # an edit, or a file we could not take: owner only
-            service.refuse(client, incoming.key, incoming.user, incoming.text)
-            return
-        guarded(lambda: service.handle(client, incoming), client, incoming.key, service)
+        incoming = message_incoming(event, body, client, context, limit)  # no I/O: no files
+        if incoming is not None:
+            after_ack.submit(context, "event", lambda: answer(incoming), key=incoming.key)
 
     @app.event("app_home_opened")
     def on_home(event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
         if event.get("tab", "home") != "home":
             return
-        user = event["user"]
-        guarded(lambda: service.publish_home(client, user, context.team_id or ""))
+        user, team = event["user"], context.team_id or ""
+        after_ack.submit(
+            context, "event", lambda: service.publish_home(client, user, team), team=team
+        )
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slack_bolt import App
 
-from bot.app import build_service, create_app
+from bot.app import ArtbotApp, build_service, create_app
 from bot.settings import BotSettings, load_settings
 from bot.wizard import WizardService
 from checks.dryrun import DryrunReport
@@ -55,7 +54,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
 class Bot:
     """One running bot: its Bolt app, its service, and the fake Slack it talks to."""
 
-    app: App
+    app: ArtbotApp
     service: WizardService
     fake: FakeSlack
     settings: BotSettings

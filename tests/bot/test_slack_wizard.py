@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.serve import make_http_server
+from bot.serve import BotServer, web_for
 from checks.dryrun import DryrunReport
 from checks.script_check import check_script
 from tests.bot.conftest import BotFactory, SlackUser, answer_after_the_reward
@@ -53,9 +53,8 @@ def test_a_full_wizard_ends_with_the_checked_script_in_the_thread(
 ) -> None:
     bot = make_bot()
     if transport == "http":  # every request signed and POSTed to the real server, as Slack does
-        server = make_http_server(bot.app, "127.0.0.1", 0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        bot.http_url = f"http://127.0.0.1:{server.server_port}/slack/events"
+        server = BotServer(web_for(bot.app, bot.service)).start()
+        bot.http_url = f"{server.base_url}/slack/events"
     user = SlackUser(bot)
     thread = user.command()
     parent = fake.message(CHANNEL_ID, thread)
@@ -103,10 +102,8 @@ def test_a_full_wizard_ends_with_the_checked_script_in_the_thread(
 
 def test_the_same_wizard_over_real_signed_http(make_bot: BotFactory, fake: FakeSlack) -> None:
     bot = make_bot()
-    server = make_http_server(bot.app, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_port}/slack/events"
+    server = BotServer(web_for(bot.app, bot.service)).start()
+    url = f"{server.base_url}/slack/events"
     try:
         started = time.monotonic()
         reply = slash_command(
@@ -124,11 +121,8 @@ def test_the_same_wizard_over_real_signed_http(make_bot: BotFactory, fake: FakeS
         assert forged.status == 401
         stale = event_callback(event, timestamp=int(time.time()) - 600).post(url)
         assert stale.status == 401
-        health = slash_command().post(f"http://127.0.0.1:{server.server_port}/healthz")
-        assert health.status == 200
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
 
 
 def test_text_after_the_command_prefills_the_task_but_must_be_confirmed(

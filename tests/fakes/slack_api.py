@@ -377,6 +377,7 @@ class FakeSlack:
         self._home_views: dict[str, JsonObject] = {}
         self._faults: dict[str, list[_Fault]] = {}
         self._delays: dict[str, float] = {}
+        self._watchers: list[Callable[[Call], None]] = []
         self._methods: dict[str, Callable[[JsonObject], JsonObject]] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
@@ -537,6 +538,12 @@ class FakeSlack:
     def responses(self) -> list[JsonObject]:
         """Payloads POSTed to response URLs from `response_url()`, oldest first."""
         return [dict(c.params) for c in self.calls("response_url")]
+
+    def watch(self, watcher: Callable[[Call], None]) -> None:
+        """Call `watcher(call)` on every call as it is recorded (under the fake's lock: keep it
+        short). For many waiters at once, where `wait_for`'s re-scans would add up."""
+        with self._changed:
+            self._watchers.append(watcher)
 
     def wait_for(self, predicate: Callable[[FakeSlack], bool], timeout: float = 10.0) -> None:
         """Block until `predicate(self)` holds, re-checked on every call; TimeoutError after
@@ -702,8 +709,11 @@ class FakeSlack:
                     reply = _json_reply(
                         {"ok": False, "error": "fatal_error", "detail": repr(error)}, 500
                     )
-            self._calls.append(Call(method, params, headers, arrived, reply.status, reply.json))
+            call = Call(method, params, headers, arrived, reply.status, reply.json)
+            self._calls.append(call)
             self._notify()
+            for watcher in self._watchers:
+                watcher(call)
 
         handler.send_response(reply.status)
         handler.send_header("Content-Type", reply.content_type)

@@ -110,7 +110,7 @@ class SignedRequest:
         return dict(form)
 
     def post(self, url: str, *, timeout: float = 10.0) -> HttpReply:
-        """POST this request to a running app (Bolt behind a WSGI server); return its answer."""
+        """POST this request to a running app (Bolt behind an HTTP server); return its answer."""
         request = urllib.request.Request(
             url, data=self.body.encode(), headers=self.headers, method="POST"
         )

@@ -1,0 +1,68 @@
+"""The bot's ASGI application: Bolt at /slack/events (HTTP mode), /healthz and /metrics (both
+modes). uvicorn serves it (`bot.serve`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from slack_bolt import App
+from slack_bolt.adapter.asgi import SlackRequestHandler
+
+from bot.health import Health
+from bot.metrics import CONTENT_TYPE, BotMetrics
+
+EVENTS_PATH = "/slack/events"
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class BotWeb:
+    """Routes by path. Bolt's handler acks on the event loop: with `process_before_response` a
+    dispatch runs only the listener, which acks and hands its work (all the I/O) to AfterAck's
+    pool. The probes query the database, so they run on a worker thread and never stall an
+    ack."""
+
+    def __init__(
+        self, health: Callable[[], Health], metrics: BotMetrics, app: App | None = None
+    ) -> None:
+        self._health = health
+        self._metrics = metrics
+        self._slack = SlackRequestHandler(app, path=EVENTS_PATH) if app is not None else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            raise TypeError(f"unsupported ASGI scope type {scope['type']!r}")
+        path, method = scope["path"], scope["method"]
+        if path == "/healthz" and method in ("GET", "HEAD"):
+            health = await asyncio.to_thread(self._health)
+            await _respond(send, 200 if health.ok else 503, "text/plain", health.text().encode())
+        elif path == "/metrics" and method == "GET":
+            body = await asyncio.to_thread(self._metrics.exposition)
+            await _respond(send, 200, CONTENT_TYPE, body)
+        elif self._slack is not None and path == EVENTS_PATH:
+            await self._slack(dict(scope), receive, send)
+        else:
+            await _respond(send, 404, "text/plain", b"Not Found")
+
+
+async def _respond(send: Send, status: int, content_type: str, body: bytes) -> None:
+    headers = [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
