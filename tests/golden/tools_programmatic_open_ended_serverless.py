@@ -2,6 +2,7 @@
 # requires-python = ">=3.11"
 # dependencies = [
 #     "openpipe-art==0.5.18",
+#     "wandb==0.25.0",  # ART logs to W&B with it; LocalBackend gets it from [backend]
 #     "openai>=2.14,<3",
 #     "polars>=1.26,<2",
 #     "numpy",
