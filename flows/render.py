@@ -14,6 +14,7 @@ import jinja2
 
 from flows.literals import Code, PyLiteral, code, finalize, ident, py_literal
 from flows.reserved import check_user_code
+from flows.script_format import ScriptFormatError, ruff_formatted
 from flows.template_files import templates_dir
 from flows.train_rl import TRAIN_RL, hyperparameters, rollout_pattern, uses_ruler
 
@@ -119,9 +120,14 @@ def _user_code(source: str, what: str) -> Code:
 
 
 def render_script(answers: Mapping[str, Any]) -> str:
-    """The complete training script for these answers."""
+    """The complete training script for these answers, in ruff's format."""
     template = environment().get_template(TRAIN_RL.template)
-    return template.render(script_context(answers))
+    script = template.render(script_context(answers))
+    try:
+        return ruff_formatted(script)
+    except ScriptFormatError:
+        # Layout only: the unformatted script is the same program (a test keeps this rare).
+        return script
 
 
 __all__ = ["PyLiteral", "RenderError", "render_script", "script_context", "templates_dir"]

@@ -42,11 +42,11 @@ from art.utils.iterate_dataset import iterate_dataset
 from dotenv import load_dotenv
 
 # --- Your answers. The command-line flags default to these; edit them freely. ---
-TASK = 'Add small numbers and answer with the sum only.'
-SYSTEM_PROMPT = 'Answer with one number.'
-BASE_MODEL = 'OpenPipe/Qwen3-14B-Instruct'
-PROJECT = 'matrix'
-RUN_NAME = 'single-ruler-dataset-local-val'
+TASK = "Add small numbers and answer with the sum only."
+SYSTEM_PROMPT = "Answer with one number."
+BASE_MODEL = "OpenPipe/Qwen3-14B-Instruct"
+PROJECT = "matrix"
+RUN_NAME = "single-ruler-dataset-local-val"
 LEARNING_RATE = 1e-05
 ROLLOUTS_PER_GROUP = 4
 GROUPS_PER_STEP = 2
@@ -54,7 +54,7 @@ NUM_EPOCHS = 3
 MAX_CONCURRENT = 32
 SPLIT_SEED = 0
 GPU_MEMORY_UTILIZATION = 0.7
-JUDGE_MODEL = 'openai/gpt-5.4'
+JUDGE_MODEL = "openai/gpt-5.4"
 VAL_EVERY = 2
 VAL_MAX_GROUPS = 2
 
@@ -77,7 +77,9 @@ def check_environment(args: argparse.Namespace) -> None:
     judge_key = JUDGE_KEY_ENV.get(args.judge_model.partition("/")[0])
     if judge_key:
         required[judge_key] = f"RULER's judge ({args.judge_model}) needs it"
-    missing = [f"  {name}: {why}" for name, why in required.items() if not os.environ.get(name)]
+    missing = [
+        f"  {name}: {why}" for name, why in required.items() if not os.environ.get(name)
+    ]
     if missing:
         sys.exit(
             "Missing environment variables:\n"
@@ -85,14 +87,23 @@ def check_environment(args: argparse.Namespace) -> None:
             + "\nSet them, or put them in a .env file next to this script, and run again."
         )
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; every default is an answer you gave the wizard."""
     parser = argparse.ArgumentParser(description="Train an agent with ART (GRPO).")
     parser.add_argument("--project", default=PROJECT, help="ART project name")
-    parser.add_argument("--model-name", default=RUN_NAME, help="name of the trained model (the run name)")
-    parser.add_argument("--base-model", default=BASE_MODEL, help="base model to fine-tune")
     parser.add_argument(
-        "--experiment-name", default="default", help="a label for this experiment, kept in the run's config"
+        "--model-name",
+        default=RUN_NAME,
+        help="name of the trained model (the run name)",
+    )
+    parser.add_argument(
+        "--base-model", default=BASE_MODEL, help="base model to fine-tune"
+    )
+    parser.add_argument(
+        "--experiment-name",
+        default="default",
+        help="a label for this experiment, kept in the run's config",
     )
     parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE)
     parser.add_argument(
@@ -101,30 +112,65 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=ROLLOUTS_PER_GROUP,
         help="trajectories per scenario; GRPO compares them, so at least 2",
     )
-    parser.add_argument("--groups-per-step", type=int, default=GROUPS_PER_STEP, help="scenarios per step")
-    parser.add_argument("--num-epochs", type=int, default=NUM_EPOCHS, help="passes over the training set")
     parser.add_argument(
-        "--max-concurrent", type=int, default=MAX_CONCURRENT, help="at most this many rollouts at once"
+        "--groups-per-step",
+        type=int,
+        default=GROUPS_PER_STEP,
+        help="scenarios per step",
     )
     parser.add_argument(
-        "--dataset-size", type=int, default=None, help="train on the first N scenarios only (a quick test run)"
+        "--num-epochs",
+        type=int,
+        default=NUM_EPOCHS,
+        help="passes over the training set",
     )
-    parser.add_argument("--val-every", type=int, default=VAL_EVERY, help="validate every N steps (and at the end)")
     parser.add_argument(
-        "--val-max-groups", type=int, default=VAL_MAX_GROUPS, help="at most N validation scenarios per run"
+        "--max-concurrent",
+        type=int,
+        default=MAX_CONCURRENT,
+        help="at most this many rollouts at once",
     )
-    parser.add_argument("--judge-model", default=JUDGE_MODEL, help="RULER's judge, a LiteLLM model id")
+    parser.add_argument(
+        "--dataset-size",
+        type=int,
+        default=None,
+        help="train on the first N scenarios only (a quick test run)",
+    )
+    parser.add_argument(
+        "--val-every",
+        type=int,
+        default=VAL_EVERY,
+        help="validate every N steps (and at the end)",
+    )
+    parser.add_argument(
+        "--val-max-groups",
+        type=int,
+        default=VAL_MAX_GROUPS,
+        help="at most N validation scenarios per run",
+    )
+    parser.add_argument(
+        "--judge-model", default=JUDGE_MODEL, help="RULER's judge, a LiteLLM model id"
+    )
     parser.add_argument(
         "--gpu-memory-utilization",
         type=float,
         default=GPU_MEMORY_UTILIZATION,
         help="share of GPU memory vLLM may take; lower it after a CUDA out-of-memory error",
     )
-    parser.add_argument("--art-path", default=None, help="where ART keeps checkpoints and logs")
-    parser.add_argument("--seed", type=int, default=SPLIT_SEED, help="seed of the data split and generator")
+    parser.add_argument(
+        "--art-path", default=None, help="where ART keeps checkpoints and logs"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=SPLIT_SEED,
+        help="seed of the data split and generator",
+    )
     args = parser.parse_args(argv)
     if args.rollouts_per_group < 2:
-        parser.error("--rollouts-per-group must be at least 2: GRPO compares rollouts within a group")
+        parser.error(
+            "--rollouts-per-group must be at least 2: GRPO compares rollouts within a group"
+        )
     at_least_one = ["groups_per_step", "max_concurrent", "num_epochs"]
     for name in at_least_one:
         if getattr(args, name) < 1:
@@ -137,17 +183,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--gpu-memory-utilization must be in (0, 1]")
     return args
 
+
 # --- Scenarios ---
 Scenario = dict[str, Any]
 SCENARIOS: list[Scenario] = [
-    {'prompt': 'What is 2 + 2? Reply with the number only.', 'answer': '4'},
-    {'prompt': 'What is 3 + 4? Reply with the number only.', 'answer': '7'},
-    {'prompt': 'What is 1 + 1? Reply with the number only.', 'answer': '2'},
-    {'prompt': 'What is 5 + 3? Reply with the number only.', 'answer': '8'},
-    {'prompt': 'What is 6 + 1? Reply with the number only.', 'answer': '7'},
-    {'prompt': 'What is 2 + 7? Reply with the number only.', 'answer': '9'},
-    {'prompt': 'What is 4 + 4? Reply with the number only.', 'answer': '8'},
-    {'prompt': 'What is 9 + 0? Reply with the number only.', 'answer': '9'},
+    {"prompt": "What is 2 + 2? Reply with the number only.", "answer": "4"},
+    {"prompt": "What is 3 + 4? Reply with the number only.", "answer": "7"},
+    {"prompt": "What is 1 + 1? Reply with the number only.", "answer": "2"},
+    {"prompt": "What is 5 + 3? Reply with the number only.", "answer": "8"},
+    {"prompt": "What is 6 + 1? Reply with the number only.", "answer": "7"},
+    {"prompt": "What is 2 + 7? Reply with the number only.", "answer": "9"},
+    {"prompt": "What is 4 + 4? Reply with the number only.", "answer": "8"},
+    {"prompt": "What is 9 + 0? Reply with the number only.", "answer": "9"},
 ]
 VAL_FRACTION = 0.25
 
@@ -164,7 +211,9 @@ def scenario_id(scenario: Scenario) -> str:
 def check_scenario(scenario: object, where: str) -> Scenario:
     """Fail early, saying which scenario is wrong, instead of deep inside a rollout."""
     if not isinstance(scenario, dict):
-        raise ValueError(f"{where}: a scenario must be a JSON object, not {type(scenario).__name__}")
+        raise ValueError(
+            f"{where}: a scenario must be a JSON object, not {type(scenario).__name__}"
+        )
     prompt = scenario.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError(f'{where}: the scenario has no "prompt" text')
@@ -181,7 +230,9 @@ def load_jsonl(path: str) -> list[Scenario]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {number}: not valid JSON ({error.msg})") from None
+                raise ValueError(
+                    f"{path}, line {number}: not valid JSON ({error.msg})"
+                ) from None
             rows.append(check_scenario(row, f"{path}, line {number}"))
     if not rows:
         raise ValueError(f"{path}: no scenarios")
@@ -200,6 +251,7 @@ def load_scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Scena
     if not train:
         raise ValueError("No training scenarios are left after the split.")
     return train, val
+
 
 # --- Rollout ---
 # Retried as a whole on transient inference errors (art.retry).
@@ -228,7 +280,9 @@ def first_messages(scenario: Scenario) -> art.Messages:
 
 
 @art.retry(max_attempts=3, exceptions=TRANSIENT_ERRORS)
-async def rollout(model: art.Model, scenario: Scenario, args: argparse.Namespace) -> art.Trajectory:
+async def rollout(
+    model: art.Model, scenario: Scenario, args: argparse.Namespace
+) -> art.Trajectory:
     """One episode: the agent answers the scenario's prompt once."""
     messages = first_messages(scenario)
     trajectory = art.Trajectory(
@@ -246,8 +300,11 @@ async def rollout(model: art.Model, scenario: Scenario, args: argparse.Namespace
     check_metrics(trajectory)
     return trajectory
 
+
 # --- Groups, scoring and training steps ---
-async def bounded(semaphore: asyncio.Semaphore, episode: Awaitable[art.Trajectory]) -> art.Trajectory:
+async def bounded(
+    semaphore: asyncio.Semaphore, episode: Awaitable[art.Trajectory]
+) -> art.Trajectory:
     """Run one rollout while holding a slot, so at most --max-concurrent run at once."""
     async with semaphore:
         return await episode
@@ -256,11 +313,18 @@ async def bounded(semaphore: asyncio.Semaphore, episode: Awaitable[art.Trajector
 RULER_RUBRIC = DEFAULT_RUBRIC + "\n- The agent's task: " + TASK
 
 
-async def score_group(group: art.TrajectoryGroup, judge_model: str) -> art.TrajectoryGroup | None:
+async def score_group(
+    group: art.TrajectoryGroup, judge_model: str
+) -> art.TrajectoryGroup | None:
     """RULER scores the group's trajectories against each other; a group it cannot score is left out."""
-    judged = await ruler_score_group(group, judge_model=judge_model, rubric=RULER_RUBRIC, swallow_exceptions=True)
+    judged = await ruler_score_group(
+        group, judge_model=judge_model, rubric=RULER_RUBRIC, swallow_exceptions=True
+    )
     if judged is None:
-        print(f"RULER could not score scenario {group.metadata.get('scenario_id')}; it is left out.", file=sys.stderr)
+        print(
+            f"RULER could not score scenario {group.metadata.get('scenario_id')}; it is left out.",
+            file=sys.stderr,
+        )
         return None
     # ruler_score_group returns a new group without the old one's exceptions and metadata.
     judged.exceptions = group.exceptions
@@ -279,7 +343,10 @@ async def gather_groups(
     return await art.gather_trajectory_groups(
         [
             art.TrajectoryGroup(
-                (bounded(semaphore, rollout(model, scenario, args)) for _ in range(args.rollouts_per_group)),
+                (
+                    bounded(semaphore, rollout(model, scenario, args))
+                    for _ in range(args.rollouts_per_group)
+                ),
                 metadata={"scenario_id": scenario_id(scenario)},
             )
             for scenario in scenarios
@@ -301,7 +368,10 @@ def report_failures(groups: list[art.TrajectoryGroup], what: str) -> None:
     if failures:
         total = len(failures) + sum(len(g.trajectories) for g in groups)
         first = failures[0]
-        print(f"{what}: {len(failures)} of {total} rollouts failed. First error:\n{first.traceback}", file=sys.stderr)
+        print(
+            f"{what}: {len(failures)} of {total} rollouts failed. First error:\n{first.traceback}",
+            file=sys.stderr,
+        )
 
 
 async def train_on(
@@ -319,7 +389,11 @@ async def train_on(
     result = await backend.train(model, trainable, learning_rate=args.learning_rate)
     await model.log(groups, metrics=result.metrics, step=result.step, split="train")
     reward = average_reward(trainable)
-    print(f"{label}: trained step {result.step}, train/reward={reward:.3f}" if reward is not None else label)
+    print(
+        f"{label}: trained step {result.step}, train/reward={reward:.3f}"
+        if reward is not None
+        else label
+    )
     return result.step
 
 
@@ -333,8 +407,11 @@ def check_progress(step: int | None, failed_in_a_row: int) -> int:
     failed_in_a_row += 1
     print("No rollout succeeded in this step: nothing to train on.", file=sys.stderr)
     if failed_in_a_row >= MAX_FAILED_STEPS_IN_A_ROW:
-        raise RuntimeError(f"No rollout succeeded in {failed_in_a_row} steps in a row: fix the error above first.")
+        raise RuntimeError(
+            f"No rollout succeeded in {failed_in_a_row} steps in a row: fix the error above first."
+        )
     return failed_in_a_row
+
 
 # --- Validation ---
 async def validate(
@@ -348,12 +425,19 @@ async def validate(
     scenarios = val_scenarios[: args.val_max_groups]
     if not scenarios:
         return
-    groups = await gather_groups(model, scenarios, args, semaphore, f"validation at step {step}")
+    groups = await gather_groups(
+        model, scenarios, args, semaphore, f"validation at step {step}"
+    )
     report_failures(groups, f"validation at step {step}")
     await model.log(groups, step=step, split="val")
     reward = average_reward(groups)
-    print(f"Validation at step {step}: val/reward={reward:.3f}" if reward is not None else f"Validation at step {step}: no rollout succeeded")
+    print(
+        f"Validation at step {step}: val/reward={reward:.3f}"
+        if reward is not None
+        else f"Validation at step {step}: no rollout succeeded"
+    )
     await model.delete_checkpoints(best_checkpoint_metric="val/reward")
+
 
 # --- Training loop: epochs over the fixed dataset (resumes from the last step) ---
 async def train(
@@ -364,7 +448,9 @@ async def train(
     args: argparse.Namespace,
     semaphore: asyncio.Semaphore,
 ) -> None:
-    total_steps = math.ceil(len(train_scenarios) / args.groups_per_step) * args.num_epochs
+    total_steps = (
+        math.ceil(len(train_scenarios) / args.groups_per_step) * args.num_epochs
+    )
     failed_in_a_row = 0
     for batch in iterate_dataset(
         train_scenarios,
@@ -380,6 +466,7 @@ async def train(
             continue
         if trained % args.val_every == 0 or batch.step + 1 >= total_steps:
             await validate(model, val_scenarios, args, semaphore, trained)
+
 
 # --- After training ---
 async def print_usage(model: art.TrainableModel, base_model: str) -> None:
@@ -427,12 +514,15 @@ curl {client.base_url}chat/completions \\
   }}'
 ''')
 
+
 # --- Main ---
 async def main() -> None:
     args = parse_args()
     check_environment(args)
     train_scenarios, val_scenarios = load_scenarios(args)
-    print(f"Scenarios: {len(train_scenarios)} for training, {len(val_scenarios)} for validation.")
+    print(
+        f"Scenarios: {len(train_scenarios)} for training, {len(val_scenarios)} for validation."
+    )
     backend = LocalBackend(path=args.art_path)
     try:
         model = art.TrainableModel(
@@ -443,7 +533,9 @@ async def main() -> None:
                 engine_args={"gpu_memory_utilization": args.gpu_memory_utilization},
             ),
         )
-        model.update_wandb_config({"experiment_name": args.experiment_name, **vars(args)})
+        model.update_wandb_config(
+            {"experiment_name": args.experiment_name, **vars(args)}
+        )
         await model.register(backend)
         semaphore = asyncio.Semaphore(args.max_concurrent)
         await train(model, backend, train_scenarios, val_scenarios, args, semaphore)

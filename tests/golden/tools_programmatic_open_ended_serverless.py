@@ -40,11 +40,11 @@ import openai
 from dotenv import load_dotenv
 
 # --- Your answers. The command-line flags default to these; edit them freely. ---
-TASK = 'Add small numbers and answer with the sum only.'
-SYSTEM_PROMPT = ''
-BASE_MODEL = 'OpenPipe/Qwen3-14B-Instruct'
-PROJECT = 'matrix'
-RUN_NAME = 'tools-programmatic-open_ended-serverless-noval'
+TASK = "Add small numbers and answer with the sum only."
+SYSTEM_PROMPT = ""
+BASE_MODEL = "OpenPipe/Qwen3-14B-Instruct"
+PROJECT = "matrix"
+RUN_NAME = "tools-programmatic-open_ended-serverless-noval"
 LEARNING_RATE = 1e-05
 ROLLOUTS_PER_GROUP = 4
 GROUPS_PER_STEP = 2
@@ -52,8 +52,7 @@ NUM_STEPS = 50
 MAX_CONCURRENT = 32
 SPLIT_SEED = 0
 MAX_TURNS = 4
-EPISODE_END = 'When the agent answers or the turn limit is reached.'
-
+EPISODE_END = "When the agent answers or the turn limit is reached."
 
 
 def check_environment(args: argparse.Namespace) -> None:
@@ -61,7 +60,9 @@ def check_environment(args: argparse.Namespace) -> None:
     load_dotenv(Path(__file__).with_name(".env"))
     required: dict[str, str] = {}
     required["WANDB_API_KEY"] = "ServerlessBackend trains on W&B and needs it"
-    missing = [f"  {name}: {why}" for name, why in required.items() if not os.environ.get(name)]
+    missing = [
+        f"  {name}: {why}" for name, why in required.items() if not os.environ.get(name)
+    ]
     if missing:
         sys.exit(
             "Missing environment variables:\n"
@@ -69,14 +70,23 @@ def check_environment(args: argparse.Namespace) -> None:
             + "\nSet them, or put them in a .env file next to this script, and run again."
         )
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; every default is an answer you gave the wizard."""
     parser = argparse.ArgumentParser(description="Train an agent with ART (GRPO).")
     parser.add_argument("--project", default=PROJECT, help="ART project name")
-    parser.add_argument("--model-name", default=RUN_NAME, help="name of the trained model (the run name)")
-    parser.add_argument("--base-model", default=BASE_MODEL, help="base model to fine-tune")
     parser.add_argument(
-        "--experiment-name", default="default", help="a label for this experiment, kept in the run's config"
+        "--model-name",
+        default=RUN_NAME,
+        help="name of the trained model (the run name)",
+    )
+    parser.add_argument(
+        "--base-model", default=BASE_MODEL, help="base model to fine-tune"
+    )
+    parser.add_argument(
+        "--experiment-name",
+        default="default",
+        help="a label for this experiment, kept in the run's config",
     )
     parser.add_argument("--learning-rate", type=float, default=LEARNING_RATE)
     parser.add_argument(
@@ -85,19 +95,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=ROLLOUTS_PER_GROUP,
         help="trajectories per scenario; GRPO compares them, so at least 2",
     )
-    parser.add_argument("--groups-per-step", type=int, default=GROUPS_PER_STEP, help="scenarios per step")
-    parser.add_argument("--num-steps", type=int, default=NUM_STEPS, help="training steps in all")
     parser.add_argument(
-        "--max-concurrent", type=int, default=MAX_CONCURRENT, help="at most this many rollouts at once"
+        "--groups-per-step",
+        type=int,
+        default=GROUPS_PER_STEP,
+        help="scenarios per step",
     )
     parser.add_argument(
-        "--dataset-size", type=int, default=None, help="train on the first N scenarios only (a quick test run)"
+        "--num-steps", type=int, default=NUM_STEPS, help="training steps in all"
     )
-    parser.add_argument("--max-turns", type=int, default=MAX_TURNS, help="turn limit per episode")
-    parser.add_argument("--seed", type=int, default=SPLIT_SEED, help="seed of the data split and generator")
+    parser.add_argument(
+        "--max-concurrent",
+        type=int,
+        default=MAX_CONCURRENT,
+        help="at most this many rollouts at once",
+    )
+    parser.add_argument(
+        "--dataset-size",
+        type=int,
+        default=None,
+        help="train on the first N scenarios only (a quick test run)",
+    )
+    parser.add_argument(
+        "--max-turns", type=int, default=MAX_TURNS, help="turn limit per episode"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=SPLIT_SEED,
+        help="seed of the data split and generator",
+    )
     args = parser.parse_args(argv)
     if args.rollouts_per_group < 2:
-        parser.error("--rollouts-per-group must be at least 2: GRPO compares rollouts within a group")
+        parser.error(
+            "--rollouts-per-group must be at least 2: GRPO compares rollouts within a group"
+        )
     at_least_one = ["groups_per_step", "max_concurrent", "num_steps"]
     for name in at_least_one:
         if getattr(args, name) < 1:
@@ -106,17 +138,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--dataset-size must be at least 1")
     return args
 
+
 # --- Scenarios ---
 Scenario = dict[str, Any]
 SCENARIOS: list[Scenario] = [
-    {'prompt': 'What is 2 + 2? Reply with the number only.', 'answer': '4'},
-    {'prompt': 'What is 3 + 4? Reply with the number only.', 'answer': '7'},
-    {'prompt': 'What is 1 + 1? Reply with the number only.', 'answer': '2'},
-    {'prompt': 'What is 5 + 3? Reply with the number only.', 'answer': '8'},
-    {'prompt': 'What is 6 + 1? Reply with the number only.', 'answer': '7'},
-    {'prompt': 'What is 2 + 7? Reply with the number only.', 'answer': '9'},
-    {'prompt': 'What is 4 + 4? Reply with the number only.', 'answer': '8'},
-    {'prompt': 'What is 9 + 0? Reply with the number only.', 'answer': '9'},
+    {"prompt": "What is 2 + 2? Reply with the number only.", "answer": "4"},
+    {"prompt": "What is 3 + 4? Reply with the number only.", "answer": "7"},
+    {"prompt": "What is 1 + 1? Reply with the number only.", "answer": "2"},
+    {"prompt": "What is 5 + 3? Reply with the number only.", "answer": "8"},
+    {"prompt": "What is 6 + 1? Reply with the number only.", "answer": "7"},
+    {"prompt": "What is 2 + 7? Reply with the number only.", "answer": "9"},
+    {"prompt": "What is 4 + 4? Reply with the number only.", "answer": "8"},
+    {"prompt": "What is 9 + 0? Reply with the number only.", "answer": "9"},
 ]
 
 
@@ -132,7 +165,9 @@ def scenario_id(scenario: Scenario) -> str:
 def check_scenario(scenario: object, where: str) -> Scenario:
     """Fail early, saying which scenario is wrong, instead of deep inside a rollout."""
     if not isinstance(scenario, dict):
-        raise ValueError(f"{where}: a scenario must be a JSON object, not {type(scenario).__name__}")
+        raise ValueError(
+            f"{where}: a scenario must be a JSON object, not {type(scenario).__name__}"
+        )
     return scenario
 
 
@@ -146,7 +181,9 @@ def load_jsonl(path: str) -> list[Scenario]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {number}: not valid JSON ({error.msg})") from None
+                raise ValueError(
+                    f"{path}, line {number}: not valid JSON ({error.msg})"
+                ) from None
             rows.append(check_scenario(row, f"{path}, line {number}"))
     if not rows:
         raise ValueError(f"{path}: no scenarios")
@@ -166,8 +203,20 @@ def load_scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Scena
         raise ValueError("No training scenarios are left after the split.")
     return train, val
 
+
 TOOLS: art.Tools = [
-    {'type': 'function', 'function': {'name': 'add', 'description': 'Add two integers.', 'parameters': {'type': 'object', 'properties': {'a': {'type': 'integer'}, 'b': {'type': 'integer'}}, 'required': ['a', 'b']}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        },
+    },
 ]
 
 
@@ -188,7 +237,7 @@ def add(a: int, b: int) -> str:
 
 
 TOOL_FUNCTIONS: dict[str, Any] = {
-    'add': add,
+    "add": add,
 }
 _tools_reported: set[str] = set()
 
@@ -209,12 +258,18 @@ async def execute_tool(name: str, arguments: str) -> tuple[str, bool]:
             print(f"Tool {name!r} raised (shown once per tool):", file=sys.stderr)
             traceback.print_exc()
         return f"Error: {type(error).__name__}: {error}", False
-    return (result if isinstance(result, str) else json.dumps(result, default=str)), True
+    return (
+        result if isinstance(result, str) else json.dumps(result, default=str)
+    ), True
+
 
 # --- Your reward (from the wizard) ---
-def compute_reward(scenario: Scenario, answer: str, trajectory: art.Trajectory) -> float:
+def compute_reward(
+    scenario: Scenario, answer: str, trajectory: art.Trajectory
+) -> float:
     """Your reward expression."""
-    return float((1.0 if scenario['answer'] in answer else 0.0) - 0.01 * len(answer))
+    return float((1.0 if scenario["answer"] in answer else 0.0) - 0.01 * len(answer))
+
 
 # --- Rollout ---
 # Retried as a whole on transient inference errors (art.retry).
@@ -239,13 +294,17 @@ def first_messages(scenario: Scenario) -> art.Messages:
     """The system message (your system prompt, or the task when you gave none) and the scenario."""
     messages: art.Messages = [{"role": "system", "content": SYSTEM_PROMPT or TASK}]
     prompt = scenario.get("prompt")
-    content = prompt if isinstance(prompt, str) else json.dumps(scenario, ensure_ascii=False)
+    content = (
+        prompt if isinstance(prompt, str) else json.dumps(scenario, ensure_ascii=False)
+    )
     messages.append({"role": "user", "content": content})
     return messages
 
 
 @art.retry(max_attempts=3, exceptions=TRANSIENT_ERRORS)
-async def rollout(model: art.Model, scenario: Scenario, args: argparse.Namespace) -> art.Trajectory:
+async def rollout(
+    model: art.Model, scenario: Scenario, args: argparse.Namespace
+) -> art.Trajectory:
     """One episode: the agent calls tools until it answers without one, or runs out of turns."""
     client = model.openai_client()
     trajectory = art.Trajectory(
@@ -273,7 +332,9 @@ async def rollout(model: art.Model, scenario: Scenario, args: argparse.Namespace
         trajectory.messages_and_choices.append(choice)
         turns += 1
         answer = choice.message.content or ""
-        calls = [call for call in choice.message.tool_calls or [] if call.type == "function"]
+        calls = [
+            call for call in choice.message.tool_calls or [] if call.type == "function"
+        ]
         if not calls:
             break  # the agent answered without a tool: the episode is over
         for call in calls:
@@ -290,8 +351,11 @@ async def rollout(model: art.Model, scenario: Scenario, args: argparse.Namespace
     check_metrics(trajectory)
     return trajectory
 
+
 # --- Groups, scoring and training steps ---
-async def bounded(semaphore: asyncio.Semaphore, episode: Awaitable[art.Trajectory]) -> art.Trajectory:
+async def bounded(
+    semaphore: asyncio.Semaphore, episode: Awaitable[art.Trajectory]
+) -> art.Trajectory:
     """Run one rollout while holding a slot, so at most --max-concurrent run at once."""
     async with semaphore:
         return await episode
@@ -308,7 +372,10 @@ async def gather_groups(
     return await art.gather_trajectory_groups(
         [
             art.TrajectoryGroup(
-                (bounded(semaphore, rollout(model, scenario, args)) for _ in range(args.rollouts_per_group)),
+                (
+                    bounded(semaphore, rollout(model, scenario, args))
+                    for _ in range(args.rollouts_per_group)
+                ),
                 metadata={"scenario_id": scenario_id(scenario)},
             )
             for scenario in scenarios
@@ -329,7 +396,10 @@ def report_failures(groups: list[art.TrajectoryGroup], what: str) -> None:
     if failures:
         total = len(failures) + sum(len(g.trajectories) for g in groups)
         first = failures[0]
-        print(f"{what}: {len(failures)} of {total} rollouts failed. First error:\n{first.traceback}", file=sys.stderr)
+        print(
+            f"{what}: {len(failures)} of {total} rollouts failed. First error:\n{first.traceback}",
+            file=sys.stderr,
+        )
 
 
 async def train_on(
@@ -347,7 +417,11 @@ async def train_on(
     result = await backend.train(model, trainable, learning_rate=args.learning_rate)
     await model.log(groups, metrics=result.metrics, step=result.step, split="train")
     reward = average_reward(trainable)
-    print(f"{label}: trained step {result.step}, train/reward={reward:.3f}" if reward is not None else label)
+    print(
+        f"{label}: trained step {result.step}, train/reward={reward:.3f}"
+        if reward is not None
+        else label
+    )
     return result.step
 
 
@@ -361,14 +435,22 @@ def check_progress(step: int | None, failed_in_a_row: int) -> int:
     failed_in_a_row += 1
     print("No rollout succeeded in this step: nothing to train on.", file=sys.stderr)
     if failed_in_a_row >= MAX_FAILED_STEPS_IN_A_ROW:
-        raise RuntimeError(f"No rollout succeeded in {failed_in_a_row} steps in a row: fix the error above first.")
+        raise RuntimeError(
+            f"No rollout succeeded in {failed_in_a_row} steps in a row: fix the error above first."
+        )
     return failed_in_a_row
 
+
 # --- Training loop: open-ended, a fixed number of steps (resumes from the last step) ---
-def training_batch(train_scenarios: list[Scenario], step: int, args: argparse.Namespace) -> list[Scenario]:
+def training_batch(
+    train_scenarios: list[Scenario], step: int, args: argparse.Namespace
+) -> list[Scenario]:
     """The next groups_per_step scenarios, cycling through the training set."""
     size = len(train_scenarios)
-    return [train_scenarios[(step * args.groups_per_step + i) % size] for i in range(args.groups_per_step)]
+    return [
+        train_scenarios[(step * args.groups_per_step + i) % size]
+        for i in range(args.groups_per_step)
+    ]
 
 
 async def train(
@@ -382,12 +464,15 @@ async def train(
     failed_in_a_row = 0
     for index in range(await model.get_step(), args.num_steps):
         label = f"step {index}"
-        groups = await gather_groups(model, training_batch(train_scenarios, index, args), args, semaphore, label)
+        groups = await gather_groups(
+            model, training_batch(train_scenarios, index, args), args, semaphore, label
+        )
         trained = await train_on(model, backend, groups, args, label)
         failed_in_a_row = check_progress(trained, failed_in_a_row)
         if trained is None:
             continue
         await model.delete_checkpoints(best_checkpoint_metric="train/reward")
+
 
 # --- After training ---
 async def print_usage(model: art.TrainableModel, base_model: str) -> None:
@@ -435,16 +520,23 @@ curl {client.base_url}chat/completions \\
   }}'
 ''')
 
+
 # --- Main ---
 async def main() -> None:
     args = parse_args()
     check_environment(args)
     train_scenarios, val_scenarios = load_scenarios(args)
-    print(f"Scenarios: {len(train_scenarios)} for training, {len(val_scenarios)} for validation.")
+    print(
+        f"Scenarios: {len(train_scenarios)} for training, {len(val_scenarios)} for validation."
+    )
     backend = art.ServerlessBackend()  # reads WANDB_API_KEY
     try:
-        model = art.TrainableModel(name=args.model_name, project=args.project, base_model=args.base_model)
-        model.update_wandb_config({"experiment_name": args.experiment_name, **vars(args)})
+        model = art.TrainableModel(
+            name=args.model_name, project=args.project, base_model=args.base_model
+        )
+        model.update_wandb_config(
+            {"experiment_name": args.experiment_name, **vars(args)}
+        )
         await model.register(backend)
         semaphore = asyncio.Semaphore(args.max_concurrent)
         await train(model, backend, train_scenarios, val_scenarios, args, semaphore)
