@@ -30,6 +30,7 @@ from flows.literals import (
     toml_string,
 )
 from flows.steps import InvalidAnswer
+from flows.script_format import ScriptFormatError, ruff_formatted
 from flows.template_files import templates_dir
 from flows.train_rl import (
     ENVIRONMENT_REWARD,
@@ -206,12 +207,18 @@ def _extra_requirements(answers: Mapping[str, Any]) -> list[Any]:
 
 
 def render_script(answers: Mapping[str, Any]) -> str:
-    """The complete training script for these answers."""
+    """The complete training script for these answers, in ruff's format."""
     template = environment().get_template(TRAIN_RL.template)
     script = template.render(script_context(answers))
     names = top_level_names(script)
-    # Rendered again once the script's own names are known: they decide a few lint waivers.
-    return template.render(script_context(answers, names)) if names else script
+    if names:
+        # Rendered again once the script's own names are known: they decide a few lint waivers.
+        script = template.render(script_context(answers, names))
+    try:
+        return ruff_formatted(script)
+    except ScriptFormatError:
+        # Layout only: the unformatted script is the same program (a test keeps this rare).
+        return script
 
 
 def top_level_names(script: str) -> frozenset[str]:

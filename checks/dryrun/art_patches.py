@@ -4,12 +4,14 @@
   stand-in; `art.ServerlessBackend` and `art.serverless.ServerlessBackend` likewise.
 - `art.gather_trajectory_groups` / `art.gather_trajectories` are wrapped to count groups,
   rollouts, swallowed exceptions and rewards.
-- W&B is never touched: `Model._get_wandb_run` returns None.
+- W&B is never touched: `Model._get_wandb_run` returns None (after importing wandb, as
+  the real one does, when the script runs in its own environment).
 - litellm calls go to the stand-in policy, whatever provider the judge model names.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 import traceback
@@ -47,13 +49,31 @@ def install_standin_backends() -> None:
         module.ServerlessBackend = StandinServerlessBackend  # type: ignore[attr-defined, misc]
 
 
-def silence_wandb() -> None:
-    """ART imports wandb in `model.log` whenever WANDB_API_KEY is set; a dry run never does."""
+def silence_wandb(*, import_it: bool) -> Callable[[], bool]:
+    """No W&B run, ever: `Model._get_wandb_run` returns None.
+
+    ART asks for the run in `model.log` whenever WANDB_API_KEY is set, and ServerlessBackend's
+    `train` always; the real method's first line is `import wandb`. With `import_it` (the
+    script's own environment) the stand-in imports it too, so a block that forgets wandb fails
+    here as it would on the GPU host; in artbot's environment, which lacks wandb, it does not.
+    Returns a test of whether the script itself imported wandb (not just the stand-in).
+    """
+    loaded_before_standin: list[bool] = []
 
     def no_wandb_run(self: art.Model) -> None:
+        if import_it:
+            if not loaded_before_standin:
+                loaded_before_standin.append("wandb" in sys.modules)
+            importlib.import_module("wandb")
         return None
 
+    def imported_by_script() -> bool:
+        if "wandb" not in sys.modules:
+            return False
+        return loaded_before_standin[0] if loaded_before_standin else True
+
     art.Model._get_wandb_run = no_wandb_run  # type: ignore[method-assign, assignment]
+    return imported_by_script
 
 
 def _traceback_text(text: str) -> str:

@@ -20,6 +20,7 @@ from checks.dryrun.handoff import (
     INJECTED_PATH_ENV,
     MAX_STEPS_ENV,
     OPENAI_KEY_PLACEHOLDER,
+    OWN_ENVIRONMENT_ENV,
     RECORD_ENV,
     SEED_ENV,
     WANDB_KEY_PLACEHOLDER,
@@ -37,6 +38,7 @@ class BootstrapConfig:
     record_path: Path
     max_steps: int
     seed: int
+    own_environment: bool = False  # the script's own PEP 723 environment, not artbot's
 
     @property
     def step_limit(self) -> int:
@@ -50,6 +52,7 @@ class BootstrapConfig:
             record_path=Path(os.environ[RECORD_ENV]),
             max_steps=int(os.environ.get(MAX_STEPS_ENV, "3")),
             seed=int(os.environ.get(SEED_ENV, "0")),
+            own_environment=os.environ.get(OWN_ENVIRONMENT_ENV) == "1",
         )
 
 
@@ -111,7 +114,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
         )
     )
     art_patches.install_standin_backends()
-    art_patches.silence_wandb()
+    wandb_imported_by_script = art_patches.silence_wandb(import_it=config.own_environment)
     art_patches.install_gather_recording(recorder)
     art_patches.route_litellm(policy.base_url, OPENAI_KEY_PLACEHOLDER)
     install_arg_caps(
@@ -152,13 +155,17 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-    _check_shutdown(recorder, clean_exit=exit_code == 0 and not stopped)
+    _check_shutdown(
+        recorder,
+        clean_exit=exit_code == 0 and not stopped,
+        wandb_imported=wandb_imported_by_script(),
+    )
     recorder.finish(exit_code, stopped_at_step_limit=stopped)
     policy.stop()
     return exit_code
 
 
-def _check_shutdown(recorder: Recorder, *, clean_exit: bool) -> None:
+def _check_shutdown(recorder: Recorder, *, clean_exit: bool, wandb_imported: bool) -> None:
     from checks.dryrun.standin_backend import current_session
 
     if clean_exit and current_session().unclosed_backends:
@@ -168,7 +175,7 @@ def _check_shutdown(recorder: Recorder, *, clean_exit: bool) -> None:
             "the script never awaited backend.close(): a real LocalBackend would leave its "
             "vLLM server running (close it in a `finally`)",
         )
-    if "wandb" in sys.modules:
+    if wandb_imported:
         recorder.finding(
             "wandb_imported",
             "warning",

@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from checks.dryrun.launch import dryrun_script
+from checks.dryrun.launch import ENVIRONMENT_CHOICES, dryrun_script
 from checks.dryrun.report import DryrunReport
 
 DESCRIPTION = (
@@ -48,6 +48,15 @@ def add_dryrun_arguments(parser: argparse.ArgumentParser) -> None:
         help="run in DIR and keep what the run wrote there (default: a temporary folder)",
     )
     parser.add_argument(
+        "--env",
+        dest="dryrun_environment",
+        choices=ENVIRONMENT_CHOICES,
+        default="auto",
+        help="where the script runs: its own environment, built from its `# /// script` "
+        "block with uv and cached (script), artbot's (project), or its own unless it asks "
+        "for openpipe-art[backend], the GPU stack (auto) [auto]",
+    )
+    parser.add_argument(
         "--json",
         dest="dryrun_json",
         action="store_true",
@@ -79,6 +88,7 @@ def run_dryrun_command(args: argparse.Namespace) -> int:
             max_steps=args.dryrun_max_steps,
             timeout_s=args.dryrun_timeout,
             workdir=args.dryrun_workdir,
+            environment=args.dryrun_environment,
         )
     except (FileNotFoundError, ValueError) as error:
         print(f"artbot dryrun: {error}", file=sys.stderr)

@@ -8,6 +8,9 @@ RECORD_ENV = "ARTBOT_DRYRUN_RECORD"
 MAX_STEPS_ENV = "ARTBOT_DRYRUN_MAX_STEPS"
 SEED_ENV = "ARTBOT_DRYRUN_SEED"
 INJECTED_PATH_ENV = "ARTBOT_DRYRUN_INJECTED_PATH"
+# Set when the child runs in the script's own environment: what is missing there, the script
+# lacks too, so the stand-ins import what the real code would.
+OWN_ENVIRONMENT_ENV = "ARTBOT_DRYRUN_OWN_ENVIRONMENT"
 OPENAI_KEY_PLACEHOLDER = "sk-artbot-dryrun-placeholder"
 # W&B API keys are 40 characters; some code checks the length.
 WANDB_KEY_PLACEHOLDER = "artbot-dryrun-placeholder".ljust(40, "0")

@@ -12,18 +12,28 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from checks.dryrun.handoff import (
     INJECTED_PATH_ENV,
     MAX_STEPS_ENV,
     OPENAI_KEY_PLACEHOLDER,
+    OWN_ENVIRONMENT_ENV,
     RECORD_ENV,
     WANDB_KEY_PLACEHOLDER,
 )
 from checks.dryrun.output_tail import OutputTail
-from checks.dryrun.report import DryrunReport, build_report
+from checks.dryrun.report import DryrunReport, build_report, setup_failure_report
 from checks.dryrun.run_record import load_record
+from checks.dryrun.script_env import (
+    ScriptEnvError,
+    artbot_cache_dir,
+    is_light,
+    script_environment,
+)
+from checks.script_metadata import ScriptMetadataError, script_dependencies
 
 COPY_LIMIT_BYTES = 5 * 1024 * 1024
 STACK_DUMP_WAIT_S = 2.0
@@ -31,10 +41,49 @@ SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$|^AWS_",
 SECRET_PLACEHOLDER = "artbot-dryrun-placeholder"
 # Set by the bootstrap to the stand-in policy; a stale value must not leak through.
 DROPPED_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
+# Where the child runs: "auto" is the script's own environment when its dependency block is
+# light (anything but openpipe-art[backend]), else artbot's.
+EnvironmentChoice = Literal["auto", "script", "project"]
+ENVIRONMENT_CHOICES: tuple[EnvironmentChoice, ...] = ("auto", "script", "project")
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python the child runs on, and a note for the report saying which and why (or "")."""
+
+    python: str
+    own_environment: bool
+    note: str
+
+
+def choose_interpreter(script: Path, choice: EnvironmentChoice, cache_dir: Path) -> Interpreter:
+    """The script's own environment (built or cached) or artbot's, as `choice` asks."""
+    if choice == "project":
+        return Interpreter(sys.executable, False, "")
+    dependencies = script_dependencies(script.read_text(encoding="utf-8", errors="replace"))
+    if dependencies is None:
+        if choice == "script":
+            raise ScriptEnvError("the script has no `# /// script` block to build its environment")
+        return Interpreter(sys.executable, False, "")
+    if choice == "auto" and not is_light(dependencies):
+        return Interpreter(
+            sys.executable,
+            False,
+            "ran in artbot's environment: the script's block asks for openpipe-art[backend] "
+            "(the GPU stack), so its dependencies were not installed here",
+        )
+    built = script_environment(dependencies, cache_dir=cache_dir)
+    how = f"built in {built.seconds:.0f} s" if built.built else "cached"
+    return Interpreter(
+        str(built.python),
+        True,
+        f"ran in the script's own environment: exactly its `# /// script` dependencies ({how}, "
+        f"{built.folder})",
+    )
 
 
 def dryrun_environment(
-    base: Mapping[str, str], *, record_path: Path, max_steps: int
+    base: Mapping[str, str], *, record_path: Path, max_steps: int, own_environment: bool = False
 ) -> dict[str, str]:
     """The child's environment: no real secrets, offline libraries, the bootstrap's config."""
     env = {
@@ -65,13 +114,16 @@ def dryrun_environment(
             MAX_STEPS_ENV: str(max_steps),
         }
     )
+    if own_environment:
+        env[OWN_ENVIRONMENT_ENV] = "1"
+    else:
+        env.pop(OWN_ENVIRONMENT_ENV, None)
     return env
 
 
 def bytecode_cache_dir(env: Mapping[str, str]) -> Path:
     """Where dry runs keep compiled bytecode: `$XDG_CACHE_HOME/artbot/pycache`."""
-    cache_home = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache_home, "artbot", "pycache")
+    return artbot_cache_dir(env) / "pycache"
 
 
 def stage_workdir(script: Path, workdir: Path) -> None:
@@ -125,23 +177,47 @@ def dryrun_script(
     max_steps: int = 3,
     timeout_s: float = 300.0,
     workdir: Path | None = None,
+    environment: EnvironmentChoice = "auto",
+    env_cache_dir: Path | None = None,
 ) -> DryrunReport:
-    """Run the ART training script at `path` on a CPU with the stand-in policy and trainer."""
+    """Run the ART training script at `path` on a CPU with the stand-in policy and trainer.
+
+    `environment` says where: the script's own PEP 723 environment (built once into
+    `env_cache_dir`, default `$XDG_CACHE_HOME/artbot`), artbot's, or "auto" (its own unless
+    it asks for openpipe-art[backend]).
+    """
     script = path.resolve()
     if not script.is_file():
         raise FileNotFoundError(f"no such script: {path}")
     if max_steps < 1:
         raise ValueError("max_steps must be at least 1")
+    if environment not in ENVIRONMENT_CHOICES:
+        raise ValueError(f"environment must be one of {', '.join(ENVIRONMENT_CHOICES)}")
     started = time.monotonic()
+    try:
+        interpreter = choose_interpreter(
+            script, environment, env_cache_dir or artbot_cache_dir(os.environ)
+        )
+    except (ScriptEnvError, ScriptMetadataError) as error:
+        return setup_failure_report(
+            script,
+            f"the script's own environment could not be built: {error}",
+            duration_s=time.monotonic() - started,
+        )
     with _working_directory(workdir) as cwd:
         stage_workdir(script, cwd)
         record_dir = Path(tempfile.mkdtemp(prefix="artbot-dryrun-record-"))
         try:
             record_path = record_dir / "record.json"
             process = subprocess.Popen(
-                [sys.executable, "-m", "checks.dryrun.bootstrap", str(script), *script_args],
+                [interpreter.python, "-m", "checks.dryrun.bootstrap", str(script), *script_args],
                 cwd=cwd,
-                env=dryrun_environment(os.environ, record_path=record_path, max_steps=max_steps),
+                env=dryrun_environment(
+                    os.environ,
+                    record_path=record_path,
+                    max_steps=max_steps,
+                    own_environment=interpreter.own_environment,
+                ),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -168,6 +244,8 @@ def dryrun_script(
                 timeout_s=timeout_s,
                 output_tail=output.lines(),
                 duration_s=time.monotonic() - started,
+                own_environment=interpreter.own_environment,
+                environment_note=interpreter.note,
             )
         finally:
             shutil.rmtree(record_dir, ignore_errors=True)

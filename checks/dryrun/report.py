@@ -20,11 +20,6 @@ ERROR_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
         "`from art.local import LocalBackend`",
     ),
     (
-        re.compile(r"No module named '(?!art\b)([\w.]+)'"),
-        "the dry run uses artbot's own Python environment; a dependency the script declares "
-        "beyond openpipe-art and its pins is not installed there",
-    ),
-    (
         re.compile(r"has no attribute 'train'|TrainConfig"),
         "TrainableModel.train(...) and art.TrainConfig are gone in openpipe-art 0.5: use "
         "`await backend.train(model, groups, learning_rate=...)` then `await model.log(...)`",
@@ -36,8 +31,21 @@ ERROR_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def hint_for(error: str) -> str | None:
+MISSING_MODULE = re.compile(r"No module named '(?!art\b)([\w.]+)'")
+
+
+def hint_for(error: str, *, own_environment: bool = False) -> str | None:
     """Advice for an error message that ART scripts commonly hit, if it is one of those."""
+    if MISSING_MODULE.search(error):
+        if own_environment:
+            return (
+                "the dry run ran in the script's own environment, built from its `# /// script` "
+                "block: add the package that provides this module to its dependencies"
+            )
+        return (
+            "the dry run used artbot's own Python environment; a dependency the script "
+            "declares beyond openpipe-art and its pins is not installed there"
+        )
     return next((hint for pattern, hint in ERROR_HINTS if pattern.search(error)), None)
 
 
@@ -64,6 +72,7 @@ class DryrunReport:
     policy_requests: int = 0  # chat completions the stand-in policy answered
     judge_requests: int = 0  # of those, RULER judge calls
     tool_call_replies: int = 0  # of those, answered with a tool call
+    own_environment: bool = False  # ran in the script's PEP 723 environment, not artbot's
 
     @property
     def ok(self) -> bool:
@@ -130,6 +139,8 @@ def build_report(
     timeout_s: float,
     output_tail: str,
     duration_s: float,
+    own_environment: bool = False,
+    environment_note: str = "",
 ) -> DryrunReport:
     """Judge a finished (or killed) dry run from its record and its models' history."""
     missing = record is None
@@ -137,7 +148,8 @@ def build_report(
     history = read_history(record.model_dirs)
     problems: list[str] = []
     warnings: list[str] = []
-    notes = [f.message for f in record.findings if f.severity == "note"]
+    notes = [environment_note] if environment_note else []
+    notes += [f.message for f in record.findings if f.severity == "note"]
     steps_trained = len(record.steps)
     rollouts = record.rollouts or (
         0 if record.gathers else sum(s.trajectories for s in record.steps)
@@ -158,7 +170,7 @@ def build_report(
         )
     elif exit_code != 0:
         if record.uncaught_error:
-            hint = hint_for(record.uncaught_error)
+            hint = hint_for(record.uncaught_error, own_environment=own_environment)
             problems.append(
                 f"the script raised {record.uncaught_error} (exit code {exit_code})"
                 + (f"; hint: {hint}" if hint else "")
@@ -238,4 +250,24 @@ def build_report(
         policy_requests=int(policy.get("requests", 0)),
         judge_requests=int(policy.get("judge_requests", 0)),
         tool_call_replies=int(policy.get("tool_call_replies", 0)),
+        own_environment=own_environment,
+    )
+
+
+def setup_failure_report(script: Path, problem: str, *, duration_s: float) -> DryrunReport:
+    """The verdict when the script could not even be started (its environment failed)."""
+    return DryrunReport(
+        script=script,
+        exit_code=1,
+        rollouts=0,
+        rollout_exceptions=0,
+        reward_min=None,
+        reward_max=None,
+        steps_trained=0,
+        validations=0,
+        last_val_reward=None,
+        first_error=None,
+        problems=(problem,),
+        output_tail="",
+        duration_s=duration_s,
     )

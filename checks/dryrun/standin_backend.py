@@ -333,6 +333,18 @@ class StandinServerlessBackend(StandinBackend):
     def _train_signature(self) -> inspect.Signature:
         return SERVERLESS_TRAIN_SIGNATURE
 
+    async def train(
+        self,
+        model: AnyTrainableModel,
+        trajectory_groups: Iterable[TrajectoryGroup],
+        *args: Any,
+        **kwargs: Any,
+    ) -> TrainResult:
+        """Train as the stand-in does, then ask for the W&B run as the real one always does."""
+        result = await super().train(model, trajectory_groups, *args, **kwargs)
+        model._get_wandb_run()  # ServerlessBackend records provenance on it after each step
+        return result
+
     def _result(self, step: int, metrics: dict[str, float], checkpoint: str) -> TrainResult:
         model_name = Path(checkpoint).parents[1].name
         return ServerlessTrainResult(

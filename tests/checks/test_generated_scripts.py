@@ -89,11 +89,18 @@ def test_every_variant_passes_check(rendered: dict[str, Path]) -> None:
     assert not failures, "\n".join(failures)
 
 
-DRYRUN_VARIANTS = [variant_id(cell) for cell in matrix()] + [
+DRYRUN_NAMES = [variant_id(cell) for cell in matrix()] + [
     "generator",
     "runner-files",
     "fractions-custom-hp",
     "http-tools",
+]
+# ServerlessBackend scripts dry-run in their own environment, built from the registry once.
+DRYRUN_VARIANTS = [
+    pytest.param(name, marks=pytest.mark.registry)
+    if "serverless" in name or name == "runner-files"
+    else name
+    for name in DRYRUN_NAMES
 ]
 
 
@@ -102,6 +109,9 @@ DRYRUN_VARIANTS = [variant_id(cell) for cell in matrix()] + [
 def test_every_variant_passes_dryrun(rendered: dict[str, Path], name: str, tmp_path: Path) -> None:
     report = dryrun_script(rendered[name], workdir=tmp_path)
     assert report.ok, report.format()
+    # ServerlessBackend scripts run in their own PEP 723 environment (built once, cached);
+    # LocalBackend's block needs the GPU stack, so those run in artbot's.
+    assert report.own_environment == ("serverless" in name or name == "runner-files")
     assert report.steps_trained >= 1
     assert report.rollouts > 0 and report.reward_min is not None and report.reward_max is not None
     assert report.reward_max > report.reward_min  # something to learn from

@@ -74,7 +74,7 @@ def test_realistic_code_is_accepted_and_lands_in_a_scope_of_its_own(name: str) -
     # The script's own top level is unchanged by the user's names (SYSTEM_PROMPT, validate,
     # Scenario, random, json, Any...): each of its functions is defined once, by the script.
     assert isinstance(functions["rollout"], ast.AsyncFunctionDef)
-    assert {"validate", "check_environment", "main"} <= set(functions)
+    assert {"validate", "main"} <= set(functions)
     placed = [n for n in functions if n.startswith("user_")]
     assert placed, "the user's code must sit in a user_* function"
     compile(script, name, "exec")

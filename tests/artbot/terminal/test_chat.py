@@ -110,6 +110,7 @@ def test_a_whole_single_turn_ruler_conversation_writes_a_checked_script(home: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.registry  # a ServerlessBackend script: dry-run in its own environment
 def test_without_no_dryrun_the_script_is_also_dry_run(home: Path) -> None:
     (home / "out").mkdir()
     result = subprocess.run(
