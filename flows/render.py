@@ -15,7 +15,14 @@ import jinja2
 from flows.literals import Code, PyLiteral, code, finalize, ident, py_literal
 from flows.reserved import check_user_code
 from flows.template_files import templates_dir
-from flows.train_rl import TRAIN_RL, hyperparameters, rollout_pattern, uses_ruler
+from flows.train_rl import (
+    TRAIN_RL,
+    final_answer_tool,
+    hyperparameters,
+    rollout_pattern,
+    uses_ruler,
+)
+from flows.validators import top_level_functions
 
 
 class RenderError(ValueError):
@@ -88,6 +95,9 @@ def script_context(answers: Mapping[str, Any]) -> dict[str, Any]:
         "tools": py_literal(answers.get("tools", []), indent=0),
         "tool_urls": py_literal(answers.get("tool_urls", {})),
         "tool_names": [ident(t["function"]["name"]) for t in answers.get("tools", [])],
+        "final_answer_tool": None,
+        "final_answer_parameter": None,
+        "final_answer_checked": False,
         "reward_expression": None,
         "reward_function": None,
         "tool_code": None,
@@ -104,11 +114,36 @@ def script_context(answers: Mapping[str, Any]) -> dict[str, Any]:
             context["reward_function"] = _user_code(logic["code"], "reward code")
     if pattern == "tools" and answers.get("tool_execution") == "local":
         context["tool_code"] = _user_code(answers["tool_code"], "tool code")
+    if pattern == "tools":
+        context.update(_final_answer_context(answers))
     if pattern == "game":
         context["environment_code"] = _user_code(answers["environment"], "environment code")
     if source == "generator":
         context["generator_code"] = _user_code(answers["scenario_generator"], "generator")
     return context
+
+
+def _final_answer_context(answers: Mapping[str, Any]) -> dict[str, Any]:
+    """The final-answer tool: its name, its one parameter (the answer) if it has exactly one,
+    and whether the tool code defines it (then the script calls it as a check of the answer)."""
+    final = final_answer_tool(answers)
+    if final is None:
+        return {}
+    name = final["function"]["name"]
+    parameters = list(final["function"].get("parameters", {}).get("properties", {}))
+    defined = answers.get("tool_execution") == "local" and name in top_level_functions(
+        ast.parse(answers["tool_code"])
+    )
+    return {
+        "final_answer_tool": py_literal(name),
+        "final_answer_parameter": py_literal(parameters[0]) if len(parameters) == 1 else None,
+        "final_answer_checked": defined,
+        "tool_names": [
+            ident(t["function"]["name"])
+            for t in answers.get("tools", [])
+            if t is not final or defined
+        ],
+    }
 
 
 def _user_code(source: str, what: str) -> Code:

@@ -254,7 +254,7 @@ async def rollout(model: art.Model, scenario: Scenario, args: argparse.Namespace
         metadata={"scenario_id": scenario_id(scenario)},
     )
     turns = tool_calls = tool_errors = 0
-    answer = ""
+    answer: str | None = None  # None until the agent answers; the turn limit can come first
     for turn in range(args.max_turns):
         try:
             response = await client.chat.completions.create(
@@ -271,13 +271,13 @@ async def rollout(model: art.Model, scenario: Scenario, args: argparse.Namespace
         choice = response.choices[0]
         trajectory.messages_and_choices.append(choice)
         turns += 1
-        answer = choice.message.content or ""
         calls = [call for call in choice.message.tool_calls or [] if call.type == "function"]
         if not calls:
+            answer = choice.message.content or ""
             break  # the agent answered without a tool: the episode is over
         for call in calls:
-            result, ok = await execute_tool(call.function.name, call.function.arguments)
             tool_calls += 1
+            result, ok = await execute_tool(call.function.name, call.function.arguments)
             tool_errors += 0 if ok else 1
             trajectory.messages_and_choices.append(
                 {"role": "tool", "tool_call_id": call.id, "content": result}
@@ -285,7 +285,9 @@ async def rollout(model: art.Model, scenario: Scenario, args: argparse.Namespace
     trajectory.metrics["turns"] = turns
     trajectory.metrics["tool_calls"] = tool_calls
     trajectory.metrics["tool_errors"] = tool_errors
-    trajectory.reward = float(compute_reward(scenario, answer, trajectory))
+    # No answer (the turn limit came first) shows here.
+    trajectory.metrics["answered"] = bool(answer and answer.strip())
+    trajectory.reward = float(compute_reward(scenario, answer or "", trajectory))
     check_metrics(trajectory)
     return trajectory
 
