@@ -154,7 +154,7 @@ def create_game(scenario):
 
 def render_observation(game):
     rows = ["   1 2 3"]
-    rows += [f"{letter}  {' '.join(row)}" for letter, row in zip("ABC", game["board"])]
+    rows += [f"{letter}  {' '.join(row)}" for letter, row in zip("ABC", game["board"], strict=True)]
     return "\\n".join(rows)
 
 
