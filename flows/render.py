@@ -16,6 +16,7 @@ from flows.literals import Code, PyLiteral, code, finalize, ident, py_literal
 from flows.reserved import check_user_code
 from flows.template_files import templates_dir
 from flows.train_rl import (
+    NO_FINAL_ANSWER_TOOL,
     TRAIN_RL,
     final_answer_tool,
     hyperparameters,
@@ -128,6 +129,11 @@ def _final_answer_context(answers: Mapping[str, Any]) -> dict[str, Any]:
     and whether the tool code defines it (then the script calls it as a check of the answer)."""
     final = final_answer_tool(answers)
     if final is None:
+        named = answers.get("final_answer_tool", NO_FINAL_ANSWER_TOOL)
+        if named != NO_FINAL_ANSWER_TOOL:  # the tools were edited after it was chosen
+            raise RenderError(
+                f"final_answer_tool: {named!r} is no longer one of the tools: answer it again"
+            )
         return {}
     name = final["function"]["name"]
     parameters = list(final["function"].get("parameters", {}).get("properties", {}))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from flows import AnswersError, render_script, replay
+from flows import AnswersError, RenderError, render_script, replay
 from flows.train_rl import TRAIN_RL
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import MATH_ROWS, TOOLS, answers_for
@@ -86,6 +86,21 @@ def test_the_final_answer_tool_needs_no_code_and_no_url() -> None:
 def test_an_answers_file_must_name_a_tool_that_exists() -> None:
     with pytest.raises(AnswersError, match="final_answer_tool: 'submit' is not one of"):
         replay(TRAIN_RL, email_agent(final_answer_tool="submit"))
+
+
+def test_a_final_answer_tool_the_edited_tools_lost_is_not_silently_dropped() -> None:
+    session = replay(TRAIN_RL, email_agent())
+    edited = {**session.answers, "tools": EMAIL_TOOLS[:2]}  # `edit tools`, without the third
+    with pytest.raises(RenderError, match="'return_final_answer' is no longer one of the tools"):
+        render_script(edited)
+
+
+def test_a_button_press_picks_a_tool() -> None:
+    chat = conversation_at_the_final_answer_question(EMAIL_TOOLS)
+    chat.click("search_inbox")
+    assert chat.problem() is None
+    assert chat.session.answers["final_answer_tool"] == "search_inbox"
+    assert chat.asking() == "tool_execution"
 
 
 def load_script(source: str, tmp_path: Path, name: str) -> ModuleType:
