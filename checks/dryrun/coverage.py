@@ -94,6 +94,12 @@ def judge_coverage(record: RunRecord) -> Coverage:
             )
         elif run.raised == run.calls:
             failed.append(_always_raised(run))
+    answered = record.metric_sums.get("answered")
+    if answered == 0 and record.metric_counts.get("answered"):
+        warnings.append(
+            f"no rollout ended with an answer (trajectory.metrics['answered'] was false in all "
+            f"{record.metric_counts['answered']}): the reward only ever saw an empty answer"
+        )
     # A function that always raised is usually why the next one never ran: it comes first.
     return Coverage(runs, (*failed, *never_ran), tuple(warnings))
 

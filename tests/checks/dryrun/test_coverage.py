@@ -203,3 +203,12 @@ def test_the_standin_policy_mostly_plays_a_free_cell_of_the_board() -> None:
     valid = [m for m in moves if m.removeprefix("<move>").removesuffix("</move>") in free]
     assert len(valid) >= 120, moves[:20]
     assert len(valid) < 200  # and sometimes not: invalid moves stay exercised
+
+
+def test_a_run_where_no_rollout_answered_is_warned_about() -> None:
+    report = verdict(record(metric_sums={"answered": 0.0}, metric_counts={"answered": 8}))
+    assert report.ok
+    assert report.warnings[0] == (
+        "no rollout ended with an answer (trajectory.metrics['answered'] was false in all 8): "
+        "the reward only ever saw an empty answer"
+    )
