@@ -95,6 +95,8 @@ FINAL_ANSWER_NAME = re.compile(r"(^|_)(final|answer|submit|finish)(_|$)", re.IGN
 def final_answer_tool(answers: Answers) -> dict[str, Any] | None:
     """The schema of the tool whose call ends the episode, or None (the agent answers in text)."""
     wanted = answers.get("final_answer_tool", NO_FINAL_ANSWER_TOOL)
+    if wanted == NO_FINAL_ANSWER_TOOL:
+        return None  # even beside a tool named `none`, which is therefore never offered
     return next((t for t in answers.get("tools", []) if t["function"]["name"] == wanted), None)
 
 
