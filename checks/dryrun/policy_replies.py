@@ -197,7 +197,11 @@ def move_token(messages: list[JsonObject], instructions: str, rng: random.Random
         return rng.choice(cells)
     if examples and roll < 0.7:
         return rng.choice(examples)
-    if words and roll < 0.9:
+    numbers = [int(w) for w in words if re.fullmatch(r"-?\d{1,6}", w)]
+    if numbers and roll < 0.8:
+        # "Guess a number from 1 to 9": a number in the range the prompt mentions.
+        return str(rng.randint(min(numbers), max(numbers)))
+    if words and roll < 0.95:
         return pick_token(words, rng)
     return str(rng.randint(0, 10))
 
