@@ -47,7 +47,9 @@ def _read_choice(step: Choice, session: Session, reply: Reply) -> Any:
     options = displayed_options(step, session.answers)
     picked: Option | None = None
     if reply.value is not None:
-        picked = next((o for o in step.options if o.value == reply.value), None)
+        picked = next(
+            (o for o in step.options_for(session.answers) if o.value == reply.value), None
+        )
         if picked is None:
             raise InvalidAnswer("That button is not one of this question's options.")
     else:
@@ -56,7 +58,7 @@ def _read_choice(step: Choice, session: Session, reply: Reply) -> Any:
             raise InvalidAnswer("This question takes one of the options, not a file.")
         if not text:
             raise InvalidAnswer("The answer is empty: pick one of the options.")
-        picked = _match_option(step, options, text)
+        picked = _match_option(step, step.options_for(session.answers), options, text)
         if picked is None:
             if step.other is not None:
                 value = step.other(text, session.answers)
@@ -74,19 +76,21 @@ def _read_choice(step: Choice, session: Session, reply: Reply) -> Any:
     return picked.value
 
 
-def _match_option(step: Choice, options: tuple[OptionView, ...], text: str) -> Option | None:
+def _match_option(
+    step: Choice, offered: tuple[Option, ...], options: tuple[OptionView, ...], text: str
+) -> Option | None:
     wanted = text.strip().strip("`*_").strip().lower()
     if wanted.isdigit():
         number = int(wanted)
         view = next((o for o in options if o.number == number), None)
-        return next((o for o in step.options if view and o.value == view.value), None)
-    for option in step.options:
+        return next((o for o in offered if view and o.value == view.value), None)
+    for option in offered:
         if wanted in (option.value.lower(), option.label.lower()):
             return option
     if step.other is not None:
         return None  # "openai/gpt-5" is another model, not a prefix of "openai/gpt-5.4"
     starts = [
-        o for o in step.options if o.label.lower().startswith(wanted) or o.value.startswith(wanted)
+        o for o in offered if o.label.lower().startswith(wanted) or o.value.startswith(wanted)
     ]
     return starts[0] if len(starts) == 1 and len(wanted) >= 3 else None
 

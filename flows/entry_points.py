@@ -286,13 +286,18 @@ def generator_call(module: ast.Module, what: str = "generator") -> Call:
     return positional_call(function, ("rng",), may_omit=True)
 
 
-def check_tool_functions(module: ast.Module, tools: Sequence[dict[str, object]]) -> None:
-    """Every tool has its function, callable with the model's arguments as the schema says."""
+def check_tool_functions(
+    module: ast.Module, tools: Sequence[dict[str, object]], *, optional: str | None = None
+) -> None:
+    """Every tool has its function, callable with the model's arguments as the schema says; the
+    `optional` one (the final-answer tool) may be left out."""
     for tool in tools:
         spec = tool["function"]
         assert isinstance(spec, dict)
         name = str(spec["name"])
         function = entry_point(module, name, "tool code")
+        if function is None and name == optional:
+            continue
         if function is None:
             raise InvalidAnswer(
                 f"The tool code must define a top-level function `{name}` (one per tool)."

@@ -94,7 +94,7 @@ def _validate(flow: Flow) -> None:
             for read, values in condition.reads().items():
                 _check_read(flow, step.id, read, seen, index)
                 target = flow.step(read)
-                if isinstance(target, Choice):
+                if isinstance(target, Choice) and target.options_from is None:
                     known = {option.value for option in target.options}
                     unknown = values - known
                     if unknown:
@@ -108,12 +108,19 @@ def _validate(flow: Flow) -> None:
                             "that only explains and is never stored"
                         )
         if isinstance(step, Choice):
-            for read in step.recommend_reads:
+            for read in (*step.recommend_reads, *step.options_reads):
                 _check_read(flow, step.id, read, seen, index)
     _check_reachable(flow)
 
 
 def _validate_choice(flow: Flow, step: Choice) -> None:
+    if step.options_from is not None:
+        if step.options or not step.options_reads:
+            raise FlowDefinitionError(
+                f"flow {flow.id!r}: choice {step.id!r} has options_from: it needs options_reads "
+                "and no fixed options"
+            )
+        return  # its options exist only with answers: offered and matched at the question
     values = [option.value for option in step.options]
     if len(values) < 2:
         raise FlowDefinitionError(

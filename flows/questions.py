@@ -86,7 +86,7 @@ def menu_values(step: ValuesMenu, session: Session) -> dict[str, Any]:
 def displayed_options(step: Choice, answers: Mapping[str, Any]) -> tuple[OptionView, ...]:
     """The options as shown: the recommended one first and marked, then the rest in order."""
     recommended = step.recommend(answers) if step.recommend is not None else None
-    ordered = sorted(step.options, key=lambda o: o.value != recommended)
+    ordered = sorted(step.options_for(answers), key=lambda o: o.value != recommended)
     return tuple(
         OptionView(
             o.value,

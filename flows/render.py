@@ -15,6 +15,7 @@ import jinja2
 from flows.entry_points import (
     REWARD_ARGUMENTS,
     Call,
+    entry_point,
     environment_calls,
     generator_call,
     reward_function_call,
@@ -29,12 +30,14 @@ from flows.literals import (
     py_literal,
     toml_string,
 )
-from flows.steps import InvalidAnswer
 from flows.script_format import ScriptFormatError, ruff_formatted
+from flows.steps import InvalidAnswer
 from flows.template_files import templates_dir
 from flows.train_rl import (
     ENVIRONMENT_REWARD,
+    NO_FINAL_ANSWER_TOOL,
     TRAIN_RL,
+    final_answer_tool,
     hyperparameters,
     rollout_pattern,
     third_party_imports,
@@ -119,6 +122,9 @@ def script_context(
         "tool_urls": py_literal(answers.get("tool_urls", {})),
         "tool_names": [ident(t["function"]["name"]) for t in answers.get("tools", [])],
         "reward_source": None,
+        "final_answer_tool": None,
+        "final_answer_parameter": None,
+        "final_answer_checked": False,
         "reward_expression": None,
         "reward_function": None,
         "reward_call": None,
@@ -179,6 +185,8 @@ def _add_user_code(
         context["tool_code"] = function_body(
             scoped_body(answers["tool_code"], "tool code", script_names)
         )
+    if pattern == "tools":
+        context.update(_final_answer_context(answers))
     if answers["scenario_source"] == "generator":
         source = answers["scenario_generator"]
         call = generator_call(ast.parse(source))
@@ -204,6 +212,35 @@ def _extra_requirements(answers: Mapping[str, Any]) -> list[Any]:
             f"{', '.join(named['imports']) or 'none'}: answer `edit extra packages` again."
         )
     return [toml_string(requirement) for requirement in named["requirements"]]
+
+
+def _final_answer_context(answers: Mapping[str, Any]) -> dict[str, Any]:
+    """The final-answer tool: its name, its one parameter (the answer) if it has exactly one,
+    and whether the tool code defines it (then the script calls it as a check of the answer)."""
+    final = final_answer_tool(answers)
+    if final is None:
+        named = answers.get("final_answer_tool", NO_FINAL_ANSWER_TOOL)
+        if named != NO_FINAL_ANSWER_TOOL:  # the tools were edited after it was chosen
+            raise RenderError(
+                f"final_answer_tool: {named!r} is no longer one of the tools: answer it again"
+            )
+        return {}
+    name = final["function"]["name"]
+    parameters = list(final["function"].get("parameters", {}).get("properties", {}))
+    defined = (
+        answers.get("tool_execution") == "local"
+        and entry_point(ast.parse(answers["tool_code"]), name, "tool code") is not None
+    )
+    return {
+        "final_answer_tool": py_literal(name),
+        "final_answer_parameter": py_literal(parameters[0]) if len(parameters) == 1 else None,
+        "final_answer_checked": defined,
+        "tool_names": [
+            ident(t["function"]["name"])
+            for t in answers.get("tools", [])
+            if t is not final or defined
+        ],
+    }
 
 
 def render_script(answers: Mapping[str, Any]) -> str:

@@ -15,7 +15,7 @@ from flows.engine import MAX_REPLY_CHARS, advance, begin
 from flows.flow import Flow
 from flows.questions import DONE
 from flows.session import Session
-from flows.steps import AnyStep, Attachment, Choice, Text, ValuesMenu
+from flows.steps import AnyStep, Attachment, Choice, Option, Text, ValuesMenu
 from flows.turns import Cancelled, Problem, Reply, Turn
 
 MISSING = object()
@@ -71,14 +71,17 @@ def _answer(flow: Flow, session: Session, step: AnyStep, value: Any) -> Session:
 
 
 def _answer_choice(flow: Flow, session: Session, step: Choice, value: Any) -> Session:
+    offered = step.options_for(session.answers)
     if not isinstance(value, str):
-        raise AnswersError(step.id, f"expected one of {_option_values(step)}, not {_shown(value)}")
-    option = next((o for o in step.options if o.value == value), None)
+        raise AnswersError(
+            step.id, f"expected one of {_option_values(offered)}, not {_shown(value)}"
+        )
+    option = next((o for o in offered if o.value == value), None)
     if option is not None and option.explain:
         raise AnswersError(
             step.id,
             f"{_shown(value)} only explains the question and is not an answer: pick one of "
-            f"{_option_values(step)}",
+            f"{_option_values(offered)}",
         )
     if option is not None:
         # A button press names the option exactly; typed text could match a label or number.
@@ -86,7 +89,7 @@ def _answer_choice(flow: Flow, session: Session, step: Choice, value: Any) -> Se
     elif step.other is not None:
         reply = Reply(text=value)
     else:
-        raise AnswersError(step.id, f"{_shown(value)} is not one of {_option_values(step)}")
+        raise AnswersError(step.id, f"{_shown(value)} is not one of {_option_values(offered)}")
     after = _step(flow, session, step, reply)
     stored = after.answers.get(step.id)
     if stored != value.strip():
@@ -182,8 +185,8 @@ def _progressed(before: Session, turn: Turn, step: AnyStep) -> bool:
     )
 
 
-def _option_values(step: Choice) -> str:
-    return ", ".join(option.value for option in step.options if not option.explain)
+def _option_values(offered: tuple[Option, ...]) -> str:
+    return ", ".join(option.value for option in offered if not option.explain)
 
 
 def _shown(value: Any) -> str:

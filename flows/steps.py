@@ -69,6 +69,10 @@ class Choice(Step):
     """Pick one option: buttons in Slack; elsewhere a button value, the option's number or text."""
 
     options: tuple[Option, ...] = ()
+    options_from: Callable[[Answers], tuple[Option, ...]] | None = None
+    """Options that depend on earlier answers (e.g. one per tool); replaces `options`."""
+    options_reads: tuple[str, ...] = ()
+    """Step ids `options_from` reads (checked when the flow is built)."""
     recommend: Callable[[Answers], str | None] | None = None
     recommend_reads: tuple[str, ...] = ()
     """Step ids `recommend` reads (checked when the flow is built)."""
@@ -78,6 +82,10 @@ class Choice(Step):
     other_hint: str = ""
     check: Callable[[str, Answers], None] | None = None
     """Cross-answer validation of the chosen value; raises InvalidAnswer."""
+
+    def options_for(self, answers: Answers) -> tuple[Option, ...]:
+        """The options offered with these answers."""
+        return self.options_from(answers) if self.options_from is not None else self.options
 
 
 TextKind = Literal["text", "number", "json", "code", "path"]

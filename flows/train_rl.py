@@ -3,6 +3,7 @@ branching, and the few parsers and displays that only its questions use."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flows import validators as v
@@ -106,10 +107,46 @@ def _tools_display(tools: Any) -> str:
     )
 
 
+NO_FINAL_ANSWER_TOOL = "none"
+FINAL_ANSWER_NAME = re.compile(r"(^|_)(final|answer|submit|finish)(_|$)", re.IGNORECASE)
+
+
+def final_answer_tool(answers: Answers) -> dict[str, Any] | None:
+    """The schema of the tool whose call ends the episode, or None (the agent answers in text)."""
+    wanted = answers.get("final_answer_tool", NO_FINAL_ANSWER_TOOL)
+    if wanted == NO_FINAL_ANSWER_TOOL:
+        return None  # even beside a tool named `none`, which is therefore never offered
+    return next((t for t in answers.get("tools", []) if t["function"]["name"] == wanted), None)
+
+
+def _final_answer_options(answers: Answers) -> tuple[Option, ...]:
+    tools = [t["function"]["name"] for t in answers.get("tools", [])]
+    return (
+        *(
+            Option(name, name, "Calling it ends the episode")
+            for name in tools
+            if name != NO_FINAL_ANSWER_TOOL
+        ),
+        Option(
+            NO_FINAL_ANSWER_TOOL,
+            "None: the episode ends when the agent answers without a tool call",
+        ),
+    )
+
+
+def _recommend_final_answer_tool(answers: Answers) -> str:
+    tools = [t["function"]["name"] for t in answers.get("tools", [])]
+    return next((name for name in tools if FINAL_ANSWER_NAME.search(name)), NO_FINAL_ANSWER_TOOL)
+
+
 def _tool_code(value: str, answers: Answers) -> str:
-    """One function per tool, each accepting the tool's parameters by name."""
+    """One function per tool, each accepting the tool's parameters by name. The final-answer
+    tool needs none: when the code defines it, it is called as a check of the answer."""
     module = v.user_module(value, "tool code")
-    check_tool_functions(module, answers.get("tools", []))
+    final = final_answer_tool(answers)
+    check_tool_functions(
+        module, answers.get("tools", []), optional=final["function"]["name"] if final else None
+    )
     return v.normalized_source(value)
 
 
@@ -368,6 +405,32 @@ TRAIN_RL = Flow(
                 'docs", "parameters": {"type": "object", "properties": {"query": {"type": '
                 '"string"}}, "required": ["query"]}}}]'
             ),
+        ),
+        Choice(
+            "final_answer_tool",
+            "Which tool ends the episode? Calling it gives the agent's final answer.",
+            options_from=_final_answer_options,
+            options_reads=("tools",),
+            when=WITH_TOOLS,
+            recommend=_recommend_final_answer_tool,
+            recommend_reads=("tools",),
+            recommend_reason=lambda a: (
+                "It is named like a final-answer tool (the ART-E pattern: `return_final_answer`)."
+                if _recommend_final_answer_tool(a) != NO_FINAL_ANSWER_TOOL
+                else "No tool is named like a final answer, so the agent answers in text."
+            ),
+            help=(
+                "A call of the final-answer tool ends the episode, and its arguments are the "
+                "`answer` your reward sees: the argument's value when the tool has exactly one "
+                "parameter (as text; a non-string value as JSON), otherwise all its arguments as "
+                "a JSON object (`json.loads(answer)`). The tool is never executed over HTTP and "
+                "needs no URL; local tool code need not define it (when it does, the function is "
+                "called first, and an exception sends its error to the agent instead of ending "
+                "the episode). With `none`, the episode ends when the agent answers without a "
+                "tool call, and that text is the answer. An episode that hits the turn limit has "
+                'no answer: the reward sees "" and the trajectory\'s metric `answered` is false.'
+            ),
+            title="final-answer tool",
         ),
         Choice(
             "tool_execution",

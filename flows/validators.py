@@ -311,7 +311,10 @@ def _check_parameters(name: str, parameters: Any) -> None:
 
 def tool_urls(value: str, answers: Answers) -> dict[str, str]:
     """One http(s) URL per tool: a JSON object, or `name: url` lines."""
-    names = [tool["function"]["name"] for tool in answers.get("tools", [])]
+    final = answers.get("final_answer_tool")  # ends the episode; never called over HTTP
+    names = [
+        t["function"]["name"] for t in answers.get("tools", []) if t["function"]["name"] != final
+    ]
     stripped = value.strip()
     if stripped.startswith("{"):
         loaded = load_json(stripped, "JSON")

@@ -110,6 +110,7 @@ def install_gather_recording(recorder: Recorder) -> None:
 
         result = await original_groups(groups, after_each=observed, **kwargs)
         recorder.rewards_seen([t.reward for g in result for t in g.trajectories])
+        recorder.metrics_seen([t.metrics for g in result for t in g.trajectories])
         recorder.gather_finished()
         return result
 
@@ -126,6 +127,7 @@ def install_gather_recording(recorder: Recorder) -> None:
                 found.extend(t for t in item if isinstance(t, Trajectory))
         recorder.rollouts_finished(len(found), errors)
         recorder.rewards_seen([t.reward for t in found])
+        recorder.metrics_seen([t.metrics for t in found])
         recorder.gather_finished()
         return results
 

@@ -2,14 +2,14 @@
 
 Before the script runs as `__main__`, this process blocks the network, starts the stand-in
 policy, points OpenAI clients and litellm at it, swaps the stand-in trainer into `art`,
-caps the script's size flags and starts recording. Its configuration comes from the
+caps the script's size flags and starts recording. The script runs as `__main__` with a
+counter in each of its functions (`checks.dryrun.user_calls`). Its configuration comes from the
 environment that `checks.dryrun.launch` prepares (the `ARTBOT_DRYRUN_*` variables).
 """
 
 from __future__ import annotations
 
 import os
-import runpy
 import signal
 import sys
 from dataclasses import dataclass
@@ -81,8 +81,11 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     """Run `script` under the dry run; returns its exit code."""
     from checks.dryrun.network_guard import install_network_guard
     from checks.dryrun.run_record import Recorder
+    from checks.dryrun.user_calls import CallCounter, run_counted
 
     recorder = Recorder(config.record_path, script=str(script), argv=script_args)
+    counter = CallCounter()
+    recorder.user_calls = counter
     recorder.flush()
     install_network_guard(
         lambda target: recorder.finding(
@@ -137,7 +140,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     stopped = False
     exit_code = 0
     try:
-        runpy.run_path(str(script), run_name="__main__")
+        run_counted(script, counter)
     except SystemExit as error:
         exit_code = _exit_code(error)
         if exit_code != 0:

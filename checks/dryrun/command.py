@@ -14,9 +14,10 @@ from checks.dryrun.report import DryrunReport
 DESCRIPTION = (
     "Run an ART training script end to end on this CPU in seconds: a stand-in policy "
     "(and RULER judge) on 127.0.0.1, a stand-in trainer in place of LocalBackend / "
-    "ServerlessBackend, no external call. The script is not edited; its size flags "
-    "(--num-steps, --num-epochs, --dataset-size, ...) are capped for the run. Exits 0 "
-    "when the script ran to the end and trained something learnable."
+    "ServerlessBackend, no external call. The script's file is not edited (its "
+    "functions are counted as they run); its size flags (--num-steps, --num-epochs, "
+    "--dataset-size, ...) are capped for the run. Exits 0 when the script ran to the end, "
+    "trained something learnable, and your reward, environment and tool code ran."
 )
 
 

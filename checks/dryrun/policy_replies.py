@@ -22,6 +22,10 @@ TRAJECTORY_BLOCK = re.compile(r'<trajectory id="([^"]+)">')
 TOKEN = re.compile(r"-?\d+(?:\.\d+)?|[A-Za-z][A-Za-z0-9_'-]*")
 # `<answer>`-style tags that a prompt asks the model to wrap its answer in.
 ANSWER_TAG = re.compile(r"<([a-z_]{2,20})>", re.IGNORECASE)
+# `<move>A1</move>` and 'up' / `B3` / "left": examples of an answer given in the instructions.
+TAGGED_EXAMPLE = re.compile(r"<([a-z_]{2,20})>([^<>\n]{1,20})</\1>", re.IGNORECASE)
+QUOTED_EXAMPLE = re.compile(r"(?<![\w'])['\"`]([^'\"`\s]{1,12})['\"`](?![\w'])")
+EMPTY = frozenset({"_", ".", "-", "·"})
 FINISHING_TOOL = re.compile(r"final|answer|submit|finish|done|complete|respond|reply", re.I)
 SENTENCES = (
     "I think the answer is {token}.",
@@ -150,20 +154,73 @@ def pick_token(words: list[str], rng: random.Random) -> str:
     return rng.choices(words, weights=weights)[0]
 
 
-def text_answer(messages: list[JsonObject], rng: random.Random) -> str:
-    """A short answer: a word or number of the prompt, a small integer, or a short sentence."""
+def grid_cells(words: list[str]) -> list[str]:
+    """Cells a board's row letters and column numbers name (`B2`): a move in grid games."""
+    letters = sorted({w for w in words if len(w) == 1 and w.isalpha() and w.isupper()})
+    digits = sorted({w for w in words if w.isdigit() and len(w) <= 2}, key=int)
+    return [letter + digit for letter in letters for digit in digits]
+
+
+def free_cells(text: str) -> list[str]:
+    """The empty cells of a board drawn as text: a header of column numbers, then one line per
+    row, its letter first (`B  x | _ | o`); empty is `_`, `.`, `-` or `·`."""
+    columns: list[str] = []
+    free: list[str] = []
+    for line in text.splitlines():
+        parts = [p for p in re.split(r"[\s|]+", line.strip()) if p]
+        if not columns and parts and all(p.isdigit() for p in parts):
+            columns = parts
+        elif columns and len(parts) == len(columns) + 1 and re.fullmatch(r"[A-Za-z]", parts[0]):
+            row = parts[0].upper()
+            free += [
+                row + col for col, mark in zip(columns, parts[1:], strict=True) if mark in EMPTY
+            ]
+    return free
+
+
+def example_answers(instructions: str) -> list[str]:
+    """Short examples the instructions give of an answer: `<move>A1</move>`, 'up', `B3`."""
+    tagged = [m.group(2) for m in TAGGED_EXAMPLE.finditer(instructions)]
+    return [e.strip() for e in tagged + QUOTED_EXAMPLE.findall(instructions) if e.strip()]
+
+
+def move_token(messages: list[JsonObject], instructions: str, rng: random.Random) -> str:
+    """What to answer with: often a move a game would accept (a cell of the board shown, an
+    example from the instructions), else a word or number of the prompt, or a small integer."""
     words = prompt_words(messages)
-    token = pick_token(words, rng) if words and rng.random() < 0.7 else str(rng.randint(0, 10))
+    observation = next((message_text(m) for m in reversed(messages) if m.get("role") == "user"), "")
+    free = free_cells(observation)
+    cells = free or grid_cells(words)
+    examples = example_answers(instructions)
+    roll = rng.random()
+    if cells and roll < (0.85 if free else 0.5):
+        return rng.choice(cells)
+    if examples and roll < 0.7:
+        return rng.choice(examples)
+    numbers = [int(w) for w in words if re.fullmatch(r"-?\d{1,6}", w)]
+    if numbers and roll < 0.8:
+        # "Guess a number from 1 to 9": a number in the range the prompt mentions.
+        return str(rng.randint(min(numbers), max(numbers)))
+    if words and roll < 0.95:
+        return pick_token(words, rng)
+    return str(rng.randint(0, 10))
+
+
+def text_answer(messages: list[JsonObject], rng: random.Random) -> str:
+    """A short answer: a move, a word or number of the prompt, a small integer, or a short
+    sentence around one."""
     instructions = " ".join(
         message_text(m) for m in messages if m.get("role") in ("system", "developer", "user")
     )
+    token = move_token(messages, instructions, rng)
     tags = ANSWER_TAG.findall(instructions)
     if tags and rng.random() < 0.7:
         return f"<{tags[0]}>{token}</{tags[0]}>"
+    # Mostly the bare token: what a game's apply_action or an exact-match reward accepts.
     strategy = rng.random()
-    if strategy < 0.35:
+    if strategy < 0.6:
         return token
-    if strategy < 0.5:
+    if strategy < 0.7:
         return str(rng.randint(0, 10))
     return rng.choice(SENTENCES).format(token=token)
 

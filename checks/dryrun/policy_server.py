@@ -25,6 +25,7 @@ from checks.dryrun.policy_replies import (
     completion_chunks,
     judge_trajectory_ids,
     synthesize_completion,
+    tool_names,
 )
 
 STEP_SUFFIX = re.compile(r"^(?P<name>.+)@(?P<step>\d+)$")
@@ -42,6 +43,8 @@ class PolicyStats:
     stale_example: str | None = None
     rejected: list[str] = field(default_factory=list)
     models_asked: Counter[str] = field(default_factory=Counter)
+    tools_offered: set[str] = field(default_factory=set)
+    tools_called: Counter[str] = field(default_factory=Counter)
 
     def to_json(self) -> JsonObject:
         """A JSON-ready copy."""
@@ -53,6 +56,8 @@ class PolicyStats:
             "stale_example": self.stale_example,
             "rejected": self.rejected[:20],
             "models_asked": dict(self.models_asked),
+            "tools_offered": sorted(self.tools_offered),
+            "tools_called": dict(self.tools_called),
         }
 
 
@@ -124,13 +129,18 @@ class PolicyServer:
             self.stats.models_asked[model] += 1
             if judge_trajectory_ids(request):
                 self.stats.judge_requests += 1
+            self.stats.tools_offered.update(tool_names(request.get("tools") or []))
         # Seeded by the request and how often it was seen: identical prompts of one group
         # get different answers, and the whole run is reproducible whatever the arrival order.
         digest = hashlib.sha256(f"{self._seed}:{occurrence}:{key}".encode()).digest()
         completion = synthesize_completion(request, random.Random(digest), created=int(time.time()))
-        if any(c["message"].get("tool_calls") for c in completion["choices"]):
+        calls = [
+            call for c in completion["choices"] for call in c["message"].get("tool_calls") or []
+        ]
+        if calls:
             with self._lock:
                 self.stats.tool_call_replies += 1
+                self.stats.tools_called.update(call["function"]["name"] for call in calls)
         return completion
 
     def _check_model_name(self, model: str) -> None:

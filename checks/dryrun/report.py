@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from checks.dryrun.coverage import judge_coverage, metric_means
 from checks.dryrun.model_dirs import read_history
 from checks.dryrun.run_record import RunRecord
 
@@ -73,6 +74,9 @@ class DryrunReport:
     judge_requests: int = 0  # of those, RULER judge calls
     tool_call_replies: int = 0  # of those, answered with a tool call
     own_environment: bool = False  # ran in the script's PEP 723 environment, not artbot's
+    tools_called: tuple[tuple[str, int], ...] = ()  # tool calls the policy made, per tool
+    user_code_runs: tuple[str, ...] = ()  # the user's functions: "name Nx, M raised"
+    metric_means: tuple[tuple[str, float], ...] = ()  # trajectory metrics, mean per rollout
 
     @property
     def ok(self) -> bool:
@@ -103,10 +107,17 @@ class DryrunReport:
             f"  steps trained: {self.steps_trained}, validations: {self.validations}{validation}"
         )
         if self.policy_requests:
+            per_tool = ", ".join(f"{name} {count}x" for name, count in self.tools_called)
             lines.append(
                 f"  policy: {self.policy_requests} requests ({self.judge_requests} RULER judge, "
-                f"{self.tool_call_replies} answered with a tool call)"
+                f"{self.tool_call_replies} answered with a tool call"
+                + (f": {per_tool})" if per_tool else ")")
             )
+        if self.user_code_runs:
+            lines.append(f"  your code ran: {'; '.join(self.user_code_runs)}")
+        if self.metric_means:
+            means = ", ".join(f"{name} {value:.3g}" for name, value in self.metric_means)
+            lines.append(f"  trajectory metrics (mean): {means}")
         for title, items in (
             ("problems", self.problems),
             ("warnings (not failures)", self.warnings),
@@ -195,6 +206,12 @@ def build_report(
             f"rewards were equal{rewards}, and GRPO learns nothing from a group whose "
             "rewards are all the same"
         )
+    coverage = judge_coverage(record)
+    if exit_code == 0 and not missing:
+        # First: code that never ran is the cause of what follows (e.g. equal rewards). After a
+        # crash or a timeout, "never ran" would say nothing new.
+        problems[:0] = coverage.problems
+    warnings.extend(coverage.warnings)
     for finding in record.findings:
         times = f" [{_plural(finding.count, 'time')}]" if finding.count > 1 else ""
         if finding.severity == "problem":
@@ -251,6 +268,9 @@ def build_report(
         judge_requests=int(policy.get("judge_requests", 0)),
         tool_call_replies=int(policy.get("tool_call_replies", 0)),
         own_environment=own_environment,
+        tools_called=tuple(sorted(dict(policy.get("tools_called", {})).items())),
+        user_code_runs=tuple(run.format() for run in coverage.runs),
+        metric_means=tuple(sorted(metric_means(record).items())),
     )
 
 

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from checks.dryrun.user_calls import CallCounter
+
 Severity = Literal["problem", "warning", "note"]
 
 
@@ -59,6 +61,13 @@ class RunRecord(BaseModel):
     policy: dict[str, Any] = Field(default_factory=dict)
     stuck_at: str | None = None
     finished: bool = False
+    # The script's module-level functions, and how often each was entered and raised.
+    functions: list[str] = Field(default_factory=list)
+    calls: dict[str, int] = Field(default_factory=dict)
+    exceptions: dict[str, int] = Field(default_factory=dict)
+    # Trajectory metrics (numbers and bools) of the gathered rollouts: sum and count per name.
+    metric_sums: dict[str, float] = Field(default_factory=dict)
+    metric_counts: dict[str, int] = Field(default_factory=dict)
 
 
 def load_record(path: Path) -> RunRecord | None:
@@ -77,12 +86,16 @@ class Recorder:
         self._lock = threading.RLock()
         self.record = RunRecord(script=script, argv=argv)
         self.policy_stats: Callable[[], dict[str, Any]] | None = None
+        self.user_calls: CallCounter | None = None
 
     def flush(self) -> None:
         """Write the record atomically: the parent may read it at any moment."""
         with self._lock:
             if self.policy_stats is not None:
                 self.record.policy = self.policy_stats()
+            if self.user_calls is not None:
+                self.record.functions = list(self.user_calls.defined)
+                self.record.calls, self.record.exceptions = self.user_calls.snapshot()
             temporary = self._path.with_suffix(".tmp")
             temporary.write_text(self.record.model_dump_json(indent=1))
             os.replace(temporary, self._path)
@@ -123,6 +136,17 @@ class Recorder:
                 current_low, current_high = self.record.reward_min, self.record.reward_max
                 self.record.reward_min = low if current_low is None else min(current_low, low)
                 self.record.reward_max = high if current_high is None else max(current_high, high)
+            self.flush()
+
+    def metrics_seen(self, metrics: list[dict[str, Any]]) -> None:
+        """The trajectories' metrics, summed per name (what the report averages)."""
+        with self._lock:
+            for values in metrics:
+                for name, value in values.items():
+                    if isinstance(value, int | float) and math.isfinite(value):
+                        sums, counts = self.record.metric_sums, self.record.metric_counts
+                        sums[name] = sums.get(name, 0.0) + float(value)
+                        counts[name] = counts.get(name, 0) + 1
             self.flush()
 
     def gather_finished(self) -> None:

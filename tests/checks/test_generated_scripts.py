@@ -11,13 +11,22 @@ import pytest
 from checks.dryrun import dryrun_script
 from checks.script_check import check_scripts
 from flows import render_script
-from tests.flows.matrix import MATH_ROWS, answers_for, matrix, variant_id
+from tests.flows.matrix import MATH_ROWS, TOOLS, answers_for, matrix, variant_id
 
 GENERATOR = (
     "def generate_scenario(rng):\n"
     "    a, b = rng.randint(1, 9), rng.randint(1, 9)\n"
     "    return {'prompt': f'What is {a} + {b}?', 'answer': str(a + b)}\n"
 )
+
+SUBMIT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "submit",
+        "description": "Submit the sum; this ends the episode.",
+        "parameters": {"type": "object", "properties": {"total": {"type": "string"}}},
+    },
+}
 
 
 def extra_variants(data_dir: Path) -> dict[str, dict[str, Any]]:
@@ -61,11 +70,21 @@ def extra_variants(data_dir: Path) -> dict[str, dict[str, Any]]:
     http_tools = answers_for("tools", "ruler", "dataset", "local", True)
     http_tools.update(tool_execution="http", tool_urls={"add": "http://127.0.0.1:9/add"})
     http_tools.pop("tool_code")
+    # HTTP tools with a final-answer tool of one parameter: the answer comes without HTTP.
+    http_final = answers_for("tools", "programmatic", "open_ended", "serverless", False)
+    http_final.update(
+        tools=[*TOOLS, SUBMIT_TOOL],
+        final_answer_tool="submit",
+        tool_execution="http",
+        tool_urls={"add": "http://127.0.0.1:9/add"},
+    )
+    http_final.pop("tool_code")
     return {
         "generator": generator,
         "runner-files": files,
         "fractions-custom-hp": fraction,
         "http-tools": http_tools,
+        "http-final-answer": http_final,
     }
 
 
@@ -83,7 +102,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_every_variant_passes_check(rendered: dict[str, Path]) -> None:
-    assert len(rendered) == 72 + 4
+    assert len(rendered) == 72 + 5
     reports = check_scripts(list(rendered.values()))
     failures = [report.format() for report in reports if not report.ok]
     assert not failures, "\n".join(failures)
@@ -94,6 +113,7 @@ DRYRUN_NAMES = [variant_id(cell) for cell in matrix()] + [
     "runner-files",
     "fractions-custom-hp",
     "http-tools",
+    "http-final-answer",
 ]
 # ServerlessBackend scripts dry-run in their own environment, built from the registry once.
 DRYRUN_VARIANTS = [
@@ -115,7 +135,8 @@ def test_every_variant_passes_dryrun(rendered: dict[str, Path], name: str, tmp_p
     assert report.steps_trained >= 1
     assert report.rollouts > 0 and report.reward_min is not None and report.reward_max is not None
     assert report.reward_max > report.reward_min  # something to learn from
-    if ("noval" not in name and name != "http-tools") or name in ("generator", "runner-files"):
+    no_validation = ("http-tools", "http-final-answer")
+    if ("noval" not in name and name not in no_validation) or name in ("generator", "runner-files"):
         assert report.validations >= 1, report.format()
 
 

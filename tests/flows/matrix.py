@@ -103,6 +103,7 @@ def answers_for(
         answers["max_turns"] = 4
     if pattern == "tools":
         answers["tools"] = TOOLS
+        answers["final_answer_tool"] = "none"
         answers["tool_execution"] = "local"
         answers["tool_code"] = TOOL_CODE
     if pattern == "game":

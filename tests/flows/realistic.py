@@ -293,6 +293,7 @@ REALISTIC: dict[str, dict[str, Any]] = {
         turns="multi",
         uses_tools="yes",
         tools=TOOLS,
+        final_answer_tool="none",
         tool_execution="local",
         tool_code=TOOL_CODE,
         episode_end="When the agent answers without a tool.",

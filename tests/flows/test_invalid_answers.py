@@ -19,6 +19,7 @@ def session_at(step_id: str, **overrides: Any) -> Session:
     if step_id in (
         "uses_tools",
         "tools",
+        "final_answer_tool",
         "tool_execution",
         "tool_code",
         "tool_urls",

@@ -317,7 +317,9 @@ async def rollout(
         metadata={"scenario_id": scenario_id(scenario)},
     )
     turns = tool_calls = tool_errors = 0
-    answer = ""
+    answer: str | None = (
+        None  # None until the agent answers; the turn limit can come first
+    )
     for turn in range(args.max_turns):
         try:
             response = await client.chat.completions.create(
@@ -334,15 +336,15 @@ async def rollout(
         choice = response.choices[0]
         trajectory.messages_and_choices.append(choice)
         turns += 1
-        answer = choice.message.content or ""
         calls = [
             call for call in choice.message.tool_calls or [] if call.type == "function"
         ]
         if not calls:
+            answer = choice.message.content or ""
             break  # the agent answered without a tool: the episode is over
         for call in calls:
-            result, ok = await execute_tool(call.function.name, call.function.arguments)
             tool_calls += 1
+            result, ok = await execute_tool(call.function.name, call.function.arguments)
             tool_errors += 0 if ok else 1
             trajectory.messages_and_choices.append(
                 {"role": "tool", "tool_call_id": call.id, "content": result}
@@ -350,6 +352,11 @@ async def rollout(
     trajectory.metrics["turns"] = turns
     trajectory.metrics["tool_calls"] = tool_calls
     trajectory.metrics["tool_errors"] = tool_errors
+    # No answer (the turn limit came first) shows here.
+    trajectory.metrics["answered"] = bool(answer and answer.strip())
+    answer = (
+        answer or ""
+    )  # the reward always gets text: "" when the episode ended unanswered
     trajectory.reward = float(compute_reward(scenario, answer, trajectory))
     check_metrics(trajectory)
     return trajectory

@@ -1,0 +1,113 @@
+"""Did the user's code run? A dry run that never reached the reward, the environment or a tool
+proves nothing about them, so it fails instead of passing on zero coverage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from checks.dryrun.run_record import RunRecord
+from checks.dryrun.user_calls import must_run
+
+
+@dataclass(frozen=True)
+class FunctionRuns:
+    """How often one of the user's functions ran, and how often it raised."""
+
+    name: str
+    calls: int
+    raised: int
+    is_tool: bool
+    policy_calls: int = 0  # for a tool: how often the stand-in policy called it
+
+    def format(self) -> str:
+        raised = f", {self.raised} raised" if self.raised else ""
+        asked = f" (policy called it {self.policy_calls}x)" if self.is_tool else ""
+        return f"{self.name} {self.calls}x{raised}{asked}"
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The user's functions and what the report makes of them."""
+
+    runs: tuple[FunctionRuns, ...]
+    problems: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def _never_ran(run: FunctionRuns, rollouts: int) -> str:
+    where = f"in {rollouts} rollouts" if rollouts else "in the whole run"
+    if run.is_tool and run.policy_calls:
+        why = (
+            f"the stand-in policy called the tool {run.policy_calls} time(s), but the script never "
+            "ran its function"
+        )
+    elif run.is_tool:
+        why = "the stand-in policy was offered the tool but never called it"
+    elif run.name == "compute_reward":
+        why = (
+            "no episode reached the reward (in a game: every episode ended on an invalid move "
+            "or before the end)"
+        )
+    else:
+        why = "the script never called it"
+    return f"your `{run.name}` never ran {where}: {why}, so the dry run proves nothing about it"
+
+
+def _always_raised(run: FunctionRuns) -> str:
+    if run.name == "apply_action":
+        return (
+            f"every move was invalid: your `apply_action` raised in all {run.calls} calls, so no "
+            "game ever progressed past its first move; check that it accepts moves written the "
+            "way render_observation and the system prompt ask for them"
+        )
+    return (
+        f"your `{run.name}` raised in every one of its {run.calls} calls: it never returned a "
+        "result (the first traceback is in the output)"
+    )
+
+
+def judge_coverage(record: RunRecord) -> Coverage:
+    """The user's entry points (reward, environment, generator, tools) and whether they ran."""
+    offered = list(record.policy.get("tools_offered", []))
+    called_by_policy: dict[str, int] = dict(record.policy.get("tools_called", {}))
+    runs = tuple(
+        FunctionRuns(
+            name=name,
+            calls=record.calls.get(name, 0),
+            raised=record.exceptions.get(name, 0),
+            is_tool=name in offered,
+            policy_calls=called_by_policy.get(name, 0),
+        )
+        for name in must_run(record.functions, offered)
+    )
+    never_ran: list[str] = []
+    failed: list[str] = []
+    warnings: list[str] = []
+    for run in runs:
+        if run.calls == 0:
+            never_ran.append(_never_ran(run, record.rollouts))
+        elif run.raised == run.calls and run.is_tool:
+            # The stand-in policy's arguments are guesses: a tool may fairly refuse them all.
+            warnings.append(
+                f"your tool `{run.name}` raised in every one of its {run.calls} calls (with the "
+                "stand-in policy's guessed arguments); only its error path was exercised"
+            )
+        elif run.raised == run.calls:
+            failed.append(_always_raised(run))
+    answered = record.metric_sums.get("answered")
+    if answered == 0 and record.metric_counts.get("answered"):
+        warnings.append(
+            f"no rollout ended with an answer (trajectory.metrics['answered'] was false in all "
+            f"{record.metric_counts['answered']}): the reward only ever saw an empty answer"
+        )
+    # A function that always raised is usually why the next one never ran: it comes first.
+    return Coverage(runs, (*failed, *never_ran), tuple(warnings))
+
+
+def metric_means(record: RunRecord) -> dict[str, float]:
+    """Each trajectory metric's mean over the rollouts that recorded it."""
+    return {
+        name: record.metric_sums[name] / count
+        for name, count in record.metric_counts.items()
+        if count and name in record.metric_sums
+    }
