@@ -50,11 +50,37 @@ def scoped_body(source: str, what: str, script_names: frozenset[str] = frozenset
     lines = source.split("\n")
     _rewrite_globals(source, module, lines, what)
     _mark_annotation_only(module, lines, script_names)
+    _drop_main_blocks(module, lines)
     _drop_future_imports(module, lines, what)
     edited = "\n".join(lines)
     body = _indent(edited)
     _check_same_meaning(module, body, what)
     return body
+
+
+def _is_main_block(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":` (either way round) with no `else`: a module's demo or
+    command-line entry, which must not run when the training script starts."""
+    if not isinstance(node, ast.If) or node.orelse:
+        return False
+    test = node.test
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and len(test.comparators) == 1
+    ):
+        return False
+    sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
+    return sides == {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))}
+
+
+def _drop_main_blocks(module: ast.Module, lines: list[str]) -> None:
+    """Remove top-level `if __name__ == "__main__":` blocks: in the script they would run at
+    start-up, since the script itself runs as `__main__`."""
+    for node in reversed(module.body):
+        if _is_main_block(node):
+            del lines[node.lineno - 1 : node.end_lineno or node.lineno]
 
 
 def _drop_future_imports(module: ast.Module, lines: list[str], what: str) -> None:
@@ -227,8 +253,8 @@ def _indent(source: str) -> str:
 
 
 def _expected_body(module: ast.Module) -> list[ast.stmt]:
-    """The original statements as they must read in the function: no `__future__` imports, and
-    `global` declarations as `nonlocal`."""
+    """The original statements as they must read in the function: no `__future__` imports, no
+    `if __name__ == "__main__":` block, and `global` declarations as `nonlocal`."""
     module = copy.deepcopy(module)
     for node in ast.walk(module):
         for field, value in ast.iter_fields(node):
@@ -245,6 +271,7 @@ def _expected_body(module: ast.Module) -> list[ast.stmt]:
         node
         for node in module.body
         if not (isinstance(node, ast.ImportFrom) and node.module == "__future__")
+        and not _is_main_block(node)
     ]
 
 

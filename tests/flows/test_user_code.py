@@ -150,6 +150,21 @@ def test_a_future_import_is_dropped_because_the_script_has_it() -> None:
     assert scoped_body(source, "generator") == '    """Doc."""\n\n    X = 1\n    print(X)\n'
 
 
+def test_a_main_block_is_dropped_because_it_would_run_when_the_script_starts() -> None:
+    source = (
+        "import random\n\n\ndef create_game(scenario):\n    return random.random()\n\n\n"
+        'if __name__ == "__main__":\n    # play one game by hand\n    print(create_game({}))\n'
+        "\n\nif '__main__' == __name__: print('demo')\n"
+    )
+    placed = scoped_body(source, "environment code")
+    assert "print" not in placed and "__main__" not in placed
+    assert "    import random\n" in placed and "    def create_game(scenario):\n" in placed
+    kept = 'if __name__ == "__main__":\n    print(1)\nelse:\n    print(2)\n'  # not a main block
+    assert scoped_body(kept, "environment code") == "".join(
+        "    " + line + "\n" for line in kept.splitlines()
+    )
+
+
 # ---- signatures --------------------------------------------------------------------------
 
 
