@@ -21,6 +21,8 @@ from slack_sdk.http_retry.builtin_handlers import (
 
 from bot.listeners import register_listeners
 from bot.migrations import BOT_DATABASE
+from bot.outbox import Outbox
+from bot.outbox_worker import OutboxWorker
 from bot.script_results import Dryrun, ScriptResults
 from bot.settings import BotSettings
 from bot.slack_records import SlackRecords
@@ -99,9 +101,16 @@ def build_service(
         records,
         poster,
         results,
+        Outbox(engine, schema=schema),
         runs=runs,
         max_upload_bytes=settings.artbot_max_upload_bytes,
     )
+
+
+def start_outbox(service: WizardService, client: WebClient) -> OutboxWorker:
+    """Deliver the service's outbox through `client` from now on (what an earlier process left
+    undelivered first). One per database: the serve process's."""
+    return OutboxWorker(service.outbox, service.records, client).start()
 
 
 def create_app(

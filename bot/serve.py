@@ -17,7 +17,7 @@ from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.error import BoltError
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.app import build_service, create_app
+from bot.app import build_service, create_app, start_outbox
 from bot.settings import SettingsError, load_settings
 from bot.wizard import WizardService
 from storage import migrations
@@ -112,6 +112,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(f"Cannot start artbot: cannot reach Slack at {where} ({error}).", file=sys.stderr)
         return 2
     stop = threading.Event()
+    outbox = start_outbox(service, app.client)
     keep_tidy(service, app, timedelta(hours=settings.artbot_session_idle_hours), stop)
     if service.runs is not None:
         from bot.runs.follower import RunFollower
@@ -133,4 +134,5 @@ def run_serve_command(args: argparse.Namespace) -> int:
         pass
     finally:
         stop.set()
+        outbox.stop()
     return 0
