@@ -380,6 +380,8 @@ class FakeSlack:
         self._home_views: dict[str, JsonObject] = {}
         self._faults: dict[str, list[_Fault]] = {}
         self._delays: dict[str, float] = {}
+        self._held: set[str] = set()
+        self._holding: dict[str, int] = {}
         self._methods: dict[str, Callable[[JsonObject], JsonObject]] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
@@ -478,6 +480,23 @@ class FakeSlack:
                 self._delays[method] = seconds
             else:
                 self._delays.pop(method, None)
+
+    def hold(self, method: str) -> None:
+        """Calls of `method` wait, unanswered and not yet carried out, until `release(method)`
+        (a caller killed meanwhile leaves Slack to do them all the same)."""
+        with self._changed:
+            self._held.add(method)
+
+    def release(self, method: str) -> None:
+        """Carry out and answer the held calls of `method`, and stop holding new ones."""
+        with self._changed:
+            self._held.discard(method)
+            self._notify()
+
+    def holding(self, method: str) -> int:
+        """How many calls of `method` wait in `hold` now."""
+        with self._changed:
+            return self._holding.get(method, 0)
 
     # --- reading what happened ---
 
@@ -692,6 +711,11 @@ class FakeSlack:
 
         with self._changed:
             pause = self._delays.get(method, 0.0)
+            if method in self._held:
+                self._holding[method] = self._holding.get(method, 0) + 1
+                self._notify()
+                self._changed.wait_for(lambda: method not in self._held)
+                self._holding[method] -= 1
         if pause:
             time.sleep(pause)
 
