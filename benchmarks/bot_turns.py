@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from bot.app import build_service, create_app  # noqa: E402
+from bot.app import build_service, create_app, start_outbox  # noqa: E402
 from bot.serve import EVENTS_PATH, make_http_server  # noqa: E402
 from bot.settings import load_settings  # noqa: E402
 from storage.sessions import create_database_engine  # noqa: E402
@@ -288,6 +288,7 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
         )
         service = build_service(settings, dryrun=None, schema=database.schema)
         app = create_app(settings, service)
+        outbox = start_outbox(service, app.client)  # delivers what each turn says
         server = make_http_server(app, LOOPBACK, 0)
         serving = threading.Thread(target=server.serve_forever, name="bot-http", daemon=True)
         serving.start()
@@ -310,6 +311,7 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
         finally:
             server.shutdown()
             server.server_close()
+            outbox.stop()
             service.store.close()
     return run
 

@@ -146,9 +146,10 @@ def answered_message(question_text: str, shown: str) -> SlackMessage:
 
 
 def superseded_message(question_text: str) -> SlackMessage:
-    """A question asked again further down the thread: its text, without buttons."""
+    """A question that is no longer the open one (a newer question is further down the
+    thread): its text, without buttons."""
     question = clip(escape(question_text), SECTION_LIMIT - 60)
-    return text_message(f"{question}\n:arrow_down: _Asked again below._")
+    return text_message(f"{question}\n:arrow_down: _No longer open: the open question is below._")
 
 
 def result_buttons(session_ref: str) -> Block:

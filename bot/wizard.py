@@ -1,7 +1,8 @@
 """The wizard in Slack threads: who may answer, each reply advanced once, sessions kept in SQL.
 
 The engine decides what to say; this module decides whose reply counts, makes retries and
-races harmless, and hands the engine's turn to the thread poster. The listeners call one method
+races harmless, and saves the engine's turn with what it says in the thread (the outbox, which
+a worker delivers: bot.outbox_worker). The listeners call one method
 of WizardService each.
 """
 
