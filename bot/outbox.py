@@ -12,71 +12,19 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from sqlalchemy import Engine, Index, Integer, String, Text, delete, func, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 from sqlalchemy.orm import Session as OrmSession
 
-from bot.blocks import SlackMessage, engine_message
+from bot.blocks import SlackMessage
 from bot.slack_records import QuestionMessage
-from flows import Answered, Cancelled, Question, Turn
+from bot.thread_effects import Ask, Post, Retire, ThreadEffect
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey
 from storage.sql_store import SqlStore, utc_now
-
-Kind = Literal["post", "question", "retire"]
-
-
-# ---- what a turn asks for ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Post:
-    """Post a message into the thread."""
-
-    message: SlackMessage
-
-
-@dataclass(frozen=True)
-class Ask:
-    """Post a question into the thread and remember it (so it can lose its buttons later); the
-    thread's older open questions lose theirs first: one live question per thread."""
-
-    step_id: str
-    text: str
-    message: SlackMessage
-
-
-@dataclass(frozen=True)
-class Retire:
-    """The thread's open questions for `step_id` (None: any) lose their buttons and show
-    `shown`: the question was answered, or what the buttons offered is gone."""
-
-    step_id: str | None
-    shown: str
-
-
-ThreadEffect = Post | Ask | Retire
-
-
-def turn_effects(turn: Turn) -> list[ThreadEffect]:
-    """What a turn must do in its thread, in order: answered questions first, then the messages."""
-    effects: list[ThreadEffect] = []
-    for effect in turn.effects:
-        if isinstance(effect, Answered):
-            effects.append(Retire(effect.step_id, effect.shown))
-        elif isinstance(effect, Cancelled):
-            effects.append(Retire(None, "Cancelled"))
-    for message in turn.messages:
-        slack = engine_message(message)
-        if isinstance(message, Question):
-            effects.append(Ask(message.step_id, message.text, slack))
-        else:
-            effects.append(Post(slack))
-    return effects
-
 
 # ---- the table -----------------------------------------------------------------------------
 

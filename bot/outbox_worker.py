@@ -19,8 +19,9 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
-from bot.outbox import Ask, Claimed, Outbox, Post, Retire
+from bot.outbox import Claimed, Outbox
 from bot.slack_records import SlackRecords
+from bot.thread_effects import Ask, Post, Retire
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import home_view, sections, sessions_text
+from bot.blocks import home_view, sections, sessions_text, text_message
 from bot.keyed_locks import KeyedLocks
-from bot.outbox import Outbox, turn_effects
+from bot.outbox import Outbox
 from bot.script_results import ScriptResults
 from bot.slack_records import SlackRecords
 from bot.slack_text import clip, escape
+from bot.thread_effects import Post, turn_effects
 from bot.threads import ThreadPoster
 from flows import TRAIN_RL, Completed, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (
@@ -184,8 +185,8 @@ class WizardService:
             return
         if self.runs is not None and incoming.reply.text.strip().lower() == "status":
             runs = self.runs.thread_status(key)
-            if runs:
-                self.poster.post_text(client, key, runs)
+            if runs:  # after the turn's own status, which is in the outbox
+                self.outbox.enqueue(key, [Post(text_message(runs))])
         for effect in turn.effects:
             if isinstance(effect, Completed):
                 self._on_complete(client, key, effect.answers)

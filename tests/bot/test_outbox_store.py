@@ -10,7 +10,8 @@ import pytest
 
 from bot.blocks import text_message
 from bot.migrations import BOT_DATABASE
-from bot.outbox import Ask, Outbox, Post, Retire
+from bot.outbox import Outbox
+from bot.thread_effects import Ask, Post, Retire
 from storage import migrations
 from storage.database import create_database_engine
 from storage.sessions import SessionKey
