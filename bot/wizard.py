@@ -2,8 +2,7 @@
 
 The engine decides what to say; this module decides whose reply counts, makes retries and
 races harmless, and saves the engine's turn with what it says in the thread (the outbox, which
-a worker delivers: bot.outbox_worker). The listeners call one method
-of WizardService each.
+a worker delivers: bot.outbox_worker). The listeners call one method of WizardService each.
 """
 
 from __future__ import annotations

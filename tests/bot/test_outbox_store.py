@@ -7,14 +7,16 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy.orm import Session as OrmSession
 
 from bot.blocks import text_message
 from bot.migrations import BOT_DATABASE
 from bot.outbox import Outbox
 from bot.thread_effects import Ask, Post, Retire
+from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage import migrations
 from storage.database import create_database_engine
-from storage.sessions import SessionKey
+from storage.sessions import SessionKey, SessionStore, StaleSession
 from tests.bot.conftest import Database
 
 A = SessionKey("T0", "C0", "1700000000.000100")
@@ -89,3 +91,38 @@ def test_a_failed_attempt_waits_its_backoff_and_a_dead_workers_claim_is_taken_ov
     clock.now += timedelta(days=2)
     assert outbox.forget_delivered(timedelta(days=1)) == 1
     assert outbox.rows(A) == []
+
+
+def test_a_turn_and_what_it_says_are_saved_together_or_not_at_all(
+    outbox: Outbox, database: Database
+) -> None:
+    store = SessionStore(create_database_engine(database.url), schema=database.schema)
+    said = [Retire("replayable", "static"), Post(text_message("Single-turn or multi-turn?"))]
+
+    def saying(orm: OrmSession) -> None:
+        outbox.add(orm, A, said)
+
+    first = begin(TRAIN_RL, Session.start(TRAIN_RL.id)).session
+    store.create(A, "U0OWNER", first)
+    turn = advance(TRAIN_RL, first, Reply(text="static"))
+    store.save(A, turn.session, expected_revision=first.revision, also=saying)
+    assert outbox.depth() == 2
+
+    # A racing reply computed on the same revision loses: neither it nor its messages are kept.
+    raced = advance(TRAIN_RL, first, Reply(text="yes"))
+    with pytest.raises(StaleSession):
+        store.save(A, raced.session, expected_revision=first.revision, also=saying)
+    assert outbox.depth() == 2
+
+    # Messages that cannot be queued keep the answer from being saved.
+    def failing(orm: OrmSession) -> None:
+        outbox.add(orm, A, said)
+        raise RuntimeError("the outbox is unwritable")
+
+    later = advance(TRAIN_RL, turn.session, Reply(text="single"))
+    with pytest.raises(RuntimeError):
+        store.save(A, later.session, expected_revision=turn.session.revision, also=failing)
+    stored = store.get(A)
+    assert stored is not None and stored.session == turn.session
+    assert outbox.depth() == 2
+    store.close()
