@@ -110,7 +110,7 @@ def build_service(
 def start_outbox(service: WizardService, client: WebClient) -> OutboxWorker:
     """Deliver the service's outbox through `client` from now on (what an earlier process left
     undelivered first). One per database: the serve process's."""
-    return OutboxWorker(service.outbox, service.records, client).start()
+    return OutboxWorker(service.outbox, service.records, client, generate=service.generate).start()
 
 
 def create_app(

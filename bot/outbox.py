@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session as OrmSession
 
 from bot.blocks import SlackMessage
 from bot.slack_records import QuestionMessage
-from bot.thread_effects import Ask, Post, Retire, ThreadEffect
+from bot.thread_effects import Ask, Generate, Post, Retire, ThreadEffect
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey
 from storage.sql_store import SqlStore, utc_now
@@ -288,8 +288,10 @@ def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
         kind, step_id, text, message = "post", None, "", effect.message
     elif isinstance(effect, Ask):
         kind, step_id, text, message = "question", effect.step_id, effect.text, effect.message
-    else:
+    elif isinstance(effect, Retire):
         kind, step_id, text = "retire", effect.step_id, effect.shown
+    else:
+        kind, step_id, text = "generate", None, ""
     return OutboxRow(
         team=key.team,
         channel=key.channel,
@@ -308,6 +310,8 @@ def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
 def _effect(row: OutboxRow) -> ThreadEffect:
     if row.kind == "retire":
         return Retire(row.step_id, row.text)
+    if row.kind == "generate":
+        return Generate()
     loaded = json.loads(row.message_json or "{}")
     message = SlackMessage(str(loaded.get("text") or ""), list(loaded.get("blocks") or []))
     if row.kind == "question":

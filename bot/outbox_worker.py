@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -21,7 +22,7 @@ from slack_sdk.errors import SlackApiError
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.outbox import Claimed, Outbox
 from bot.slack_records import SlackRecords
-from bot.thread_effects import Ask, Post, Retire
+from bot.thread_effects import Ask, Generate, Post, Retire
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,8 @@ class Transient(Exception):
 
 
 class OutboxWorker:
-    """Delivers what `outbox` holds through `client`, from a thread of its own.
+    """Delivers what `outbox` holds through `client`, from a thread of its own; `generate`
+    starts a complete session's script.
 
     `delivered`, `retried` and `given_up` count effects since the start (for metrics, with
     `outbox.depth()`).
@@ -61,6 +63,7 @@ class OutboxWorker:
         records: SlackRecords,
         client: WebClient,
         *,
+        generate: Callable[[WebClient, SessionKey], None],
         workers: int = 8,
         lease: timedelta = LEASE,
         poll_s: float = 5.0,
@@ -68,6 +71,7 @@ class OutboxWorker:
         self.outbox = outbox
         self._records = records
         self._client = client
+        self._generate = generate
         self._lease = lease
         self._poll_s = poll_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="outbox")
@@ -189,6 +193,9 @@ class OutboxWorker:
 
     def _carry_out(self, claimed: Claimed) -> str | None:
         key, effect = claimed.key, claimed.effect
+        if isinstance(effect, Generate):
+            self._generate(self._client, key)  # hands the slow work to the results' executor
+            return None
         if isinstance(effect, Retire):
             for question in self._records.live_questions(key, effect.step_id):
                 self._update(key, question.ts, answered_message(question.text, effect.shown))

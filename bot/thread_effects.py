@@ -1,12 +1,13 @@
 """What a wizard turn must do in its thread, as data: post a message, ask a question, retire
-old questions. The outbox stores these with the turn (bot.outbox); its worker carries them out."""
+old questions, generate the script. The outbox stores these with the turn (bot.outbox); its
+worker carries them out."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from bot.blocks import SlackMessage, engine_message
-from flows import Answered, Cancelled, Question, Turn
+from flows import Answered, Cancelled, Completed, Question, Turn
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,18 @@ class Retire:
     shown: str
 
 
-ThreadEffect = Post | Ask | Retire
+@dataclass(frozen=True)
+class Generate:
+    """The session is complete: render, check and upload its script, after what the turn said
+    (a crash before it is done leaves it to do after the restart)."""
+
+
+ThreadEffect = Post | Ask | Retire | Generate
 
 
 def turn_effects(turn: Turn) -> list[ThreadEffect]:
-    """What a turn must do in its thread, in order: answered questions first, then the messages."""
+    """What a turn must do in its thread, in order: answered questions first, then the messages,
+    then the script when the session is complete."""
     effects: list[ThreadEffect] = []
     for effect in turn.effects:
         if isinstance(effect, Answered):
@@ -52,4 +60,6 @@ def turn_effects(turn: Turn) -> list[ThreadEffect]:
             effects.append(Ask(message.step_id, message.text, slack))
         else:
             effects.append(Post(slack))
+    if any(isinstance(effect, Completed) for effect in turn.effects):
+        effects.append(Generate())
     return effects

@@ -24,7 +24,7 @@ from bot.slack_records import SlackRecords
 from bot.slack_text import clip, escape
 from bot.thread_effects import Post, turn_effects
 from bot.threads import ThreadPoster
-from flows import TRAIN_RL, Completed, Flow, Problem, Reply, Session, Turn, advance, begin
+from flows import TRAIN_RL, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (
     AlsoWrite,
     DuplicateSession,
@@ -186,9 +186,15 @@ class WizardService:
             runs = self.runs.thread_status(key)
             if runs:  # after the turn's own status, which is in the outbox
                 self.outbox.enqueue(key, [Post(text_message(runs))])
-        for effect in turn.effects:
-            if isinstance(effect, Completed):
-                self._on_complete(client, key, effect.answers)
+
+    def generate(self, client: WebClient, key: SessionKey) -> None:
+        """The outbox reached a completed turn: render, check and upload the thread's script
+        (on the results' executor), unless the session changed since."""
+        stored = self.store.get(key)
+        if stored is None or stored.session.status != "complete":
+            return
+        flow = FLOWS[stored.session.flow]
+        self._on_complete(client, key, flow.active_answers(stored.session.answers))
 
     def refuse(self, client: WebClient, key: SessionKey, user: str, text: str) -> None:
         """Something in a thread that is not an answer (an edit, a file we cannot take): tell its
