@@ -6,6 +6,7 @@ The crash tests run `artbot serve` as a real process and kill it with SIGKILL.""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,11 +21,13 @@ from tests.bot.conftest import Bot, BotFactory, Database, SlackUser
 from tests.fakes.slack_api import FakeSlack, Message
 from tests.fakes.slack_requests import block_actions, event_callback, message_event, slash_command
 from tests.fakes.workspace import CHANNEL_ID, TEAM_ID, USER_ID
+from tests.flows.matrix import MATH_ROWS
 
 FIRST = "Can an episode"
 TURNS = "Single-turn or multi-turn?"
 TASK = "What must the agent accomplish"
 SETTLED_WITHIN_S = 90.0
+ROWS = "\n".join(json.dumps(row) for row in MATH_ROWS)
 
 
 def is_live(message: Message) -> bool:
@@ -237,6 +240,30 @@ class HttpUser:
         )
         self.thread = next(m.ts for m in self.fake.messages(self.channel) if not m.is_reply)
 
+    def step(self, bot: BotProcess, answer: str) -> None:
+        """Click `answer` if the open question has such a button, else reply it; then wait for
+        the next question (the last message, live)."""
+        before = len(self.messages())
+        buttons = with_buttons(self.messages())
+        labels = [
+            e["text"]["text"]
+            for m in buttons[-1:]
+            for b in m.blocks or []
+            if b.get("type") == "actions"
+            for e in b["elements"]
+        ]
+        if any(answer in label for label in labels):
+            self.click(bot, answer)
+        else:
+            event = message_event(
+                answer, channel=self.channel, user=self.user, thread_ts=self.thread
+            )
+            assert event_callback(event).post(bot.events_url).status == 200
+        self.fake.wait_for(
+            lambda f: len(self.messages()) > before and is_live(self.messages()[-1]),
+            SETTLED_WITHIN_S,
+        )
+
     def click(self, bot: BotProcess, label: str) -> None:
         question = with_buttons(self.messages())[-1]
         for block in question.blocks or []:
@@ -359,3 +386,56 @@ def test_many_first_requests_on_a_fresh_database_all_get_their_first_question(
     for user in users:
         assert len(starting(user.messages(), FIRST)) == 1
         assert len(with_buttons(user.messages())) == 1
+
+
+WIZARD_UP_TO_THE_LAST_ANSWER = [
+    "Only logged or static scenarios",
+    "Single-turn",
+    "Answer arithmetic questions with only the final number.",
+    "Paste them here",
+    f"```\n{ROWS}\n```",
+    "skip",
+    "RULER",
+    "openai/gpt-5.4",
+    "All scenarios",
+    "Hold out a fraction",
+    "0.25",
+    "default",
+    "default",
+    "OpenPipe/Qwen3-14B-Instruct",
+    "default",
+    "math-solver-001",
+    "LocalBackend",
+    "Use defaults",
+]
+
+
+def test_a_bot_killed_right_after_the_last_answer_generates_the_script_after_a_restart(
+    fake: FakeSlack, database: Database, tmp_path: Path
+) -> None:
+    url = process_database_url(database.url, database.schema)
+    user = HttpUser(fake)
+    with BotProcess(fake, url, tmp_path) as first:
+        user.command(first)
+        fake.wait_for(lambda f: starting(user.messages(), FIRST) != [], SETTLED_WITHIN_S)
+        for answer in WIZARD_UP_TO_THE_LAST_ANSWER:
+            user.step(first, answer)
+        # The turn's last message is stuck on its way: the script comes only after it.
+        fake.hold("chat.postMessage")
+        user.click(first, "Epochs over the fixed dataset")
+        fake.wait_for(lambda f: f.holding("chat.postMessage") == 1, SETTLED_WITHIN_S)
+        posts = len(fake.calls("chat.postMessage"))
+        first.kill()
+    assert fake.uploaded_files() == []
+    fake.release("chat.postMessage")
+    fake.wait_for(lambda f: len(f.calls("chat.postMessage")) > posts, SETTLED_WITHIN_S)
+    with BotProcess(fake, url, tmp_path):
+        fake.wait_for(lambda f: starting(user.messages(), "What next?") != [], SETTLED_WITHIN_S)
+    messages = user.messages()
+    assert [u.name for u in fake.uploaded_files()] == ["math-solver-001.py"]
+    assert len(starting(messages, "That's every question")) == 1
+    assert len(starting(messages, "What next?")) == 1
+    said = [m.text for m in messages]
+    assert said.index(starting(messages, "That's every question")[0].text) < said.index(
+        "What next?"
+    )
