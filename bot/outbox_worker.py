@@ -167,16 +167,19 @@ class OutboxWorker:
                 delay.total_seconds(),
             )
             self.outbox.retry_later(claimed, delay, failure.error, in_doubt=failure.unsure)
-            self.retried += 1
+            with self._guard:
+                self.retried += 1
             return False
         except SlackApiError as error:
             refused = str(error.response.get("error") or "refused")
             log.error("outbox %d for %s: Slack refused it: %s", claimed.id, claimed.key, refused)
             self.outbox.give_up(claimed, refused)
-            self.given_up += 1
+            with self._guard:
+                self.given_up += 1
             return True
         self.outbox.delivered(claimed, ts)
-        self.delivered += 1
+        with self._guard:
+            self.delivered += 1
         return True
 
     # -- Slack --
