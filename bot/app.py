@@ -31,6 +31,8 @@ from bot.listeners import register_listeners
 from bot.listeners.guard import RECEIVED_AT, AfterAck
 from bot.metrics import BotMetrics
 from bot.migrations import BOT_DATABASE
+from bot.outbox import Outbox
+from bot.outbox_worker import OutboxWorker
 from bot.script_results import Dryrun, ScriptResults
 from bot.settings import BotSettings
 from bot.slack_records import SlackRecords
@@ -135,9 +137,28 @@ def build_service(
         records,
         poster,
         results,
+        Outbox(engine, schema=schema),
         runs=runs,
         max_upload_bytes=settings.artbot_max_upload_bytes,
     )
+
+
+def start_outbox(
+    service: WizardService, client: WebClient, metrics: BotMetrics | None = None
+) -> OutboxWorker:
+    """Deliver the service's outbox through `client` from now on (what an earlier process left
+    undelivered first), its depth and retries counted in `metrics`. One per database: the serve
+    process's."""
+    worker = OutboxWorker(
+        service.outbox,
+        service.records,
+        client,
+        generate=service.generate,
+        on_retry=metrics.outbox_retries.inc if metrics is not None else None,
+    )
+    if metrics is not None:
+        metrics.watch_outbox(service.outbox.depth)
+    return worker.start()
 
 
 def create_app(

@@ -26,6 +26,9 @@ RUN_CANCEL_ACTION = "run_cancel"
 RUN_FIX_ACTION = "run_fix"
 """A fix button's action id is `run_fix:<FixAction>`."""
 HOME_BLOCKS_MAX = 100
+RESULT_STEP = "result"
+"""How the result buttons are remembered among the thread's question messages (no flow step
+has this id)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,13 @@ def answered_message(question_text: str, shown: str) -> SlackMessage:
     answer = escape(clip(shown, 1_000)) or "(empty)"
     question = clip(escape(question_text), SECTION_LIMIT - len(answer) - 10)
     return text_message(f"{question}\n:white_check_mark: *{answer}*")
+
+
+def superseded_message(question_text: str) -> SlackMessage:
+    """A question that is no longer the open one (a newer question is further down the
+    thread): its text, without buttons."""
+    question = clip(escape(question_text), SECTION_LIMIT - 60)
+    return text_message(f"{question}\n:arrow_down: _No longer open: the open question is below._")
 
 
 def result_buttons(session_ref: str) -> Block:

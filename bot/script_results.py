@@ -14,7 +14,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import SlackMessage, result_buttons, sections
+from bot.blocks import RESULT_STEP, SlackMessage, result_buttons, sections
 from bot.slack_text import clip, escape
 from bot.threads import ThreadPoster
 from checks.dryrun import DryrunReport, dryrun_script
@@ -26,11 +26,6 @@ log = logging.getLogger(__name__)
 
 Dryrun = Callable[[Path], DryrunReport]
 REPORT_IN_MESSAGE = 2_800
-
-
-RESULT_STEP = "result"
-"""How the result buttons are remembered among the thread's question messages (no flow step
-has this id)."""
 
 
 def session_ref(key: SessionKey) -> str:

@@ -24,7 +24,7 @@ from slack_bolt.error import BoltError
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.app import ArtbotApp, build_service, create_app
+from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.health import HealthCheck
 from bot.log_fields import configure_logging
 from bot.settings import SettingsError, load_settings
@@ -160,6 +160,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(f"Cannot start artbot: cannot reach Slack at {where} ({error}).", file=sys.stderr)
         return 2
     stop = threading.Event()
+    outbox = start_outbox(service, app.client, app.metrics)
     keep_tidy(service, app, timedelta(hours=settings.artbot_session_idle_hours), stop)
     if service.runs is not None:
         from bot.runs.follower import RunFollower
@@ -189,6 +190,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         pass
     finally:
         stop.set()
+        outbox.stop()
         if socket_mode is not None:
             socket_mode.close()
         service.store.close()

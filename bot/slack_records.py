@@ -136,6 +136,32 @@ class SlackRecords(SqlStore):
                 question.answered = 1
             return list(questions)
 
+    def live_questions(
+        self, key: SessionKey, step_id: str | None = None, *, keep: str | None = None
+    ) -> list[QuestionMessage]:
+        """Messages of the thread that asked `step_id` (None: anything but `keep`) and still
+        show their buttons, oldest first. Unlike `open_questions`, marks nothing: the outbox
+        marks each one retired once Slack has updated it."""
+        query = select(QuestionMessage).where(
+            QuestionMessage.team == key.team,
+            QuestionMessage.channel == key.channel,
+            QuestionMessage.thread == key.thread,
+            QuestionMessage.answered == 0,
+        )
+        if step_id is not None:
+            query = query.where(QuestionMessage.step_id == step_id)
+        elif keep is not None:
+            query = query.where(QuestionMessage.step_id != keep)
+        with self._transaction() as orm:
+            return sorted(orm.scalars(query), key=lambda q: _ts_order(q.ts))
+
+    def retired(self, key: SessionKey, ts: str) -> None:
+        """The question message `ts` has lost its buttons."""
+        with self._transaction() as orm:
+            question = orm.get(QuestionMessage, (key.team, key.channel, key.thread, ts))
+            if question is not None:
+                question.answered = 1
+
     # -- approvals --
 
     def record_approval(
@@ -170,3 +196,9 @@ class SlackRecords(SqlStore):
                     .order_by(Approval.id)
                 )
             )
+
+
+def _ts_order(ts: str) -> tuple[int, int]:
+    """Slack timestamps in time order (as strings, "9.1" would sort after "10.1")."""
+    seconds, _, micros = ts.partition(".")
+    return (int(seconds), int(micros)) if seconds.isdigit() and micros.isdigit() else (0, 0)

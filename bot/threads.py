@@ -1,17 +1,16 @@
-"""Posting into a wizard's thread: engine messages become Slack messages, answers update their
-questions."""
+"""Posting into a wizard's thread now, from the caller's thread: the script's results, run
+notes, ephemeral notes. What a wizard turn says goes through the outbox instead (bot.outbox),
+saved with the turn."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import SlackMessage, answered_message, engine_message, text_message
+from bot.blocks import SlackMessage, answered_message, text_message
 from bot.slack_records import SlackRecords
-from flows import Answered, Cancelled, Message, Question, Turn
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -59,27 +58,6 @@ class ThreadPoster:
             )
         except SlackApiError as error:
             log.warning("chat.postEphemeral failed in %s: %s", key, error.response.get("error"))
-
-    def deliver(self, client: WebClient, key: SessionKey, turn: Turn) -> None:
-        """Carry out a turn: show answers on their questions, then post what the engine said."""
-        for effect in turn.effects:
-            if isinstance(effect, Answered):
-                self.show_answer(client, key, effect)
-            elif isinstance(effect, Cancelled):
-                self.retire(client, key, None, "Cancelled")
-        self.say(client, key, turn.messages)
-
-    def say(self, client: WebClient, key: SessionKey, messages: Iterable[Message]) -> None:
-        for message in messages:
-            slack = engine_message(message)
-            if isinstance(message, Question):
-                self.offer(client, key, message.step_id, message.text, slack)
-            else:
-                self.post(client, key, slack)
-
-    def show_answer(self, client: WebClient, key: SessionKey, answered: Answered) -> None:
-        """Every message that asked this question loses its buttons and shows the answer."""
-        self.retire(client, key, answered.step_id, answered.shown)
 
     def retire(self, client: WebClient, key: SessionKey, step_id: str | None, shown: str) -> None:
         """Messages still offering buttons for `step_id` (None: any) lose them and show `shown`:

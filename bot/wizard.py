@@ -1,8 +1,8 @@
 """The wizard in Slack threads: who may answer, each reply advanced once, sessions kept in SQL.
 
 The engine decides what to say; this module decides whose reply counts, makes retries and
-races harmless, and hands the engine's turn to the thread poster. The listeners call one method
-of WizardService each.
+races harmless, and saves the engine's turn with what it says in the thread (the outbox, which
+a worker delivers: bot.outbox_worker). The listeners call one method of WizardService each.
 """
 
 from __future__ import annotations
@@ -16,14 +16,17 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import home_view, sections, sessions_text
+from bot.blocks import home_view, sections, sessions_text, text_message
 from bot.keyed_locks import KeyedLocks
+from bot.outbox import Outbox
 from bot.script_results import ScriptResults
 from bot.slack_records import SlackRecords
 from bot.slack_text import clip, escape
+from bot.thread_effects import Post, turn_effects
 from bot.threads import ThreadPoster
-from flows import TRAIN_RL, Completed, Flow, Problem, Reply, Session, Turn, advance, begin
+from flows import TRAIN_RL, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (
+    AlsoWrite,
     DuplicateSession,
     SessionExpired,
     SessionKey,
@@ -72,6 +75,7 @@ class WizardService:
         records: SlackRecords,
         poster: ThreadPoster,
         results: ScriptResults,
+        outbox: Outbox,
         *,
         runs: RunService | None = None,
         on_complete: Callable[[WebClient, SessionKey, Mapping[str, object]], None] | None = None,
@@ -81,6 +85,8 @@ class WizardService:
         self.records = records
         self.poster = poster
         self.results = results
+        self.outbox = outbox
+        """Where a turn's thread messages wait for the worker (bot.outbox_worker)."""
         self.runs = runs
         self.max_upload_bytes = max_upload_bytes
         """The largest file a reply may attach."""
@@ -135,10 +141,10 @@ class WizardService:
         session = Session.start(TRAIN_RL.id, prefill={"task": task} if task else None)
         turn = begin(TRAIN_RL, session)
         try:
-            self.store.create(key, user, turn.session)
+            self.store.create(key, user, turn.session, also=self._saying(key, turn))
         except DuplicateSession:
             return None
-        self.poster.deliver(client, key, turn)
+        self.outbox.notify()
         return key
 
     # -- replies and clicks --
@@ -166,17 +172,29 @@ class WizardService:
             if stored.expired:
                 self.poster.post_text(client, key, EXPIRED)
                 return
+            if self._stuck(stored):
+                # Its open question never reached Slack (or lost its message): ask it again
+                # rather than apply a reply the user gave without seeing it.
+                self.outbox.enqueue(
+                    key, turn_effects(begin(FLOWS[stored.session.flow], stored.session))
+                )
+                return
             turn = self._advance_and_save(key, stored, incoming.reply)
         if turn is None:
             return
-        self.poster.deliver(client, key, turn)
         if self.runs is not None and incoming.reply.text.strip().lower() == "status":
             runs = self.runs.thread_status(key)
-            if runs:
-                self.poster.post_text(client, key, runs)
-        for effect in turn.effects:
-            if isinstance(effect, Completed):
-                self._on_complete(client, key, effect.answers)
+            if runs:  # after the turn's own status, which is in the outbox
+                self.outbox.enqueue(key, [Post(text_message(runs))])
+
+    def generate(self, client: WebClient, key: SessionKey) -> None:
+        """The outbox reached a completed turn: render, check and upload the thread's script
+        (on the results' executor), unless the session changed since."""
+        stored = self.store.get(key)
+        if stored is None or stored.session.status != "complete":
+            return
+        flow = FLOWS[stored.session.flow]
+        self._on_complete(client, key, flow.active_answers(stored.session.answers))
 
     def refuse(self, client: WebClient, key: SessionKey, user: str, text: str) -> None:
         """Something in a thread that is not an answer (an edit, a file we cannot take): tell its
@@ -188,16 +206,24 @@ class WizardService:
     def _advance_and_save(
         self, key: SessionKey, stored: StoredSession, reply: Reply
     ) -> Turn | None:
-        """Compare-and-set: a save that lost a race reloads and applies the reply to what won."""
+        """Compare-and-set: a save that lost a race reloads and applies the reply to what won.
+        What the turn says is queued in the outbox, with the session when it changed."""
         for _ in range(SAVE_ATTEMPTS):
             session = stored.session
             if _is_repeat_click(session, reply):
                 return None  # a double click on a question already answered with that value
             turn = advance(FLOWS[session.flow], session, reply)
-            if turn.session == session:
-                return turn  # nothing changed: nothing to save
+            if turn.session == session:  # nothing changed: nothing to save
+                self.outbox.enqueue(key, turn_effects(turn))
+                return turn
             try:
-                self.store.save(key, turn.session, expected_revision=session.revision)
+                self.store.save(
+                    key,
+                    turn.session,
+                    expected_revision=session.revision,
+                    also=self._saying(key, turn),
+                )
+                self.outbox.notify()
                 return turn
             except StaleSession:
                 reloaded = self.store.get(key)
@@ -205,9 +231,25 @@ class WizardService:
                     return None
                 stored = reloaded
             except SessionExpired:
-                return Turn(session, (Problem(EXPIRED),))
+                expired = Turn(session, (Problem(EXPIRED),))
+                self.outbox.enqueue(key, turn_effects(expired))
+                return expired
         log.warning("gave up saving %s after %d races", key, SAVE_ATTEMPTS)
         return None
+
+    def _saying(self, key: SessionKey, turn: Turn) -> AlsoWrite:
+        """Queue what `turn` says in the thread, in the transaction that saves it."""
+        effects = turn_effects(turn)
+        return lambda orm: self.outbox.add(orm, key, effects)
+
+    def _stuck(self, stored: StoredSession) -> bool:
+        """An active thread whose open question is neither on its way nor live in Slack."""
+        if not stored.resumable or stored.step is None:
+            return False
+        # The outbox first: a question it delivers meanwhile is remembered in that transaction.
+        if self.outbox.pending(stored.key):
+            return False
+        return not self.records.live_questions(stored.key, stored.step)
 
     # -- the result buttons --
 
@@ -319,6 +361,7 @@ class WizardService:
         """Expire idle sessions (with a note in their threads) and forget old delivery ids."""
         self.expire_idle(client, idle)
         self.records.forget_deliveries(DELIVERIES_KEPT)
+        self.outbox.forget_delivered(DELIVERIES_KEPT)
 
     def notify_error(self, client: WebClient, key: SessionKey) -> None:
         """Something of ours broke while handling a reply: say so instead of going silent."""

@@ -31,12 +31,16 @@ from sqlalchemy import (
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Session as OrmSession
 
 from flows import TRAIN_RL, Flow, Session
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sql_store import SqlStore, utc_now
 
 DEFAULT_FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL}
+AlsoWrite = Callable[[OrmSession], None]
+"""More writes for a store's transaction, given its ORM session: they commit with it or not at
+all."""
 
 
 # ---- errors ------------------------------------------------------------------------------
@@ -196,8 +200,12 @@ class SessionStore(SqlStore):
 
     # -- writing --
 
-    def create(self, key: SessionKey, owner: str, session: Session) -> StoredSession:
-        """Store a new session for `key`; DuplicateSession if the key has one already."""
+    def create(
+        self, key: SessionKey, owner: str, session: Session, *, also: AlsoWrite | None = None
+    ) -> StoredSession:
+        """Store a new session for `key`; DuplicateSession if the key has one already.
+
+        `also` writes more in the same transaction (what the turn must say: an outbox)."""
         if not owner or len(owner) > KEY_PART_MAX or "\x00" in owner:
             raise ValueError(f"owner must be 1 to {KEY_PART_MAX} characters, without NUL")
         now = self._clock()
@@ -218,15 +226,26 @@ class SessionStore(SqlStore):
         try:
             with self._transaction() as orm:
                 orm.add(row)
+                if also is not None:
+                    orm.flush()  # a duplicate key fails here, before `also` writes anything
+                    also(orm)
         except IntegrityError:
             raise DuplicateSession(f"there is already a session for {key}") from None
         return StoredSession(key, owner, session, now, now, None, row.step)
 
-    def save(self, key: SessionKey, session: Session, expected_revision: int) -> None:
+    def save(
+        self,
+        key: SessionKey,
+        session: Session,
+        expected_revision: int,
+        *,
+        also: AlsoWrite | None = None,
+    ) -> None:
         """Replace the stored session if it is still at `expected_revision`, else StaleSession.
 
         Two replies computed from the same revision cannot both be saved: the write is one
-        UPDATE ... WHERE revision = expected, atomic on every backend.
+        UPDATE ... WHERE revision = expected, atomic on every backend. `also` writes more in the
+        same transaction, only when the session is saved (what the turn must say: an outbox).
         """
         if session.revision < expected_revision:
             raise ValueError(
@@ -252,6 +271,8 @@ class SessionStore(SqlStore):
         )
         with self._transaction() as orm:
             if _rowcount(orm.execute(statement)) == 1:
+                if also is not None:
+                    also(orm)
                 return
             # Nothing matched: tell the caller why, from the row as it is now.
             row = orm.execute(
@@ -326,6 +347,7 @@ def _stored(row: SessionRow) -> StoredSession:
 
 
 __all__ = [
+    "AlsoWrite",
     "DuplicateSession",
     "SessionExpired",
     "SessionKey",

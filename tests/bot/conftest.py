@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.app import ArtbotApp, build_service, create_app
+from bot.app import ArtbotApp, build_service, create_app, start_outbox
+from bot.outbox_worker import OutboxWorker
 from bot.settings import BotSettings, load_settings
 from bot.wizard import WizardService
 from checks.dryrun import DryrunReport
@@ -59,6 +60,7 @@ class Bot:
     fake: FakeSlack
     settings: BotSettings
     executor: ThreadPoolExecutor
+    outbox: OutboxWorker
     http_url: str | None = None
     """When set, requests go over real HTTP to `artbot serve`'s server instead of app.dispatch."""
 
@@ -91,7 +93,8 @@ class BotFactory:
         executor = ThreadPoolExecutor(max_workers=2)
         kwargs: dict[str, Any] = {"dryrun": dryrun} if dryrun else {}
         service = build_service(settings, executor=executor, schema=self.database.schema, **kwargs)
-        bot = Bot(create_app(settings, service), service, self.fake, settings, executor)
+        app = create_app(settings, service)
+        bot = Bot(app, service, self.fake, settings, executor, start_outbox(service, app.client))
         self.made.append(bot)
         return bot
 
@@ -101,6 +104,7 @@ def make_bot(fake: FakeSlack, database: Database, tmp_path: Path) -> Iterator[Bo
     factory = BotFactory(fake, database, tmp_path / "scripts")
     yield factory
     for bot in factory.made:
+        bot.outbox.stop()
         bot.executor.shutdown(wait=True)
         bot.service.store.close()
 

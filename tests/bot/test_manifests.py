@@ -73,6 +73,8 @@ SCOPE_BY_METHOD: dict[str, str | None] = {
     "chat_update": "chat:write",
     "chat_delete": "chat:write",
     "chat_getPermalink": None,
+    # The outbox reads a thread after a crash; the manifests ask for all four *:history.
+    "conversations_replies": "channels:history",
     "views_publish": None,  # the Home tab feature is what it needs
     "views_open": None,
     "views_update": None,

@@ -243,6 +243,10 @@ def test_artbot_serve_acks_answers_probes_and_stops_on_sigterm(
             fake.wait_for(lambda f: any(m.is_reply for m in f.messages(CHANNEL_ID)))
             metrics = get(f"{base}/metrics")[2]
             assert 'artbot_slack_acks_total{kind="command",status="200"} 1.0' in metrics
+            # The outbox delivered the question: its depth is read at the scrape.
+            depth = next(x for x in metrics.splitlines() if x.startswith("artbot_outbox_depth "))
+            assert float(depth.split()[1]) >= 0
+            assert "artbot_outbox_retries_total 0.0" in metrics
         finally:
             process.send_signal(signal.SIGTERM)
             _, errors = process.communicate(timeout=GENEROUS_S)

@@ -130,6 +130,9 @@ class Message:
     """How many times chat.update changed it."""
     ephemeral_to: str | None = None
     """The only user who sees it (chat.postEphemeral), else None."""
+    metadata: JsonObject | None = None
+    """The app's message metadata (`event_type`, `event_payload`), returned by
+    conversations.replies only with `include_all_metadata`."""
 
     @property
     def shown(self) -> str:
@@ -378,12 +381,15 @@ class FakeSlack:
         self._faults: dict[str, list[_Fault]] = {}
         self._delays: dict[str, float] = {}
         self._watchers: list[Callable[[Call], None]] = []
+        self._held: set[str] = set()
+        self._holding: dict[str, int] = {}
         self._methods: dict[str, Callable[[JsonObject], JsonObject]] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
             "chat.update": self._chat_update,
             "chat.postEphemeral": self._chat_post_ephemeral,
             "chat.getPermalink": self._chat_get_permalink,
+            "conversations.replies": self._conversations_replies,
             "views.publish": self._views_publish,
             "files.getUploadURLExternal": self._files_get_upload_url_external,
             "files.completeUploadExternal": self._files_complete_upload_external,
@@ -475,6 +481,23 @@ class FakeSlack:
                 self._delays[method] = seconds
             else:
                 self._delays.pop(method, None)
+
+    def hold(self, method: str) -> None:
+        """Calls of `method` wait, unanswered and not yet carried out, until `release(method)`
+        (a caller killed meanwhile leaves Slack to do them all the same)."""
+        with self._changed:
+            self._held.add(method)
+
+    def release(self, method: str) -> None:
+        """Carry out and answer the held calls of `method`, and stop holding new ones."""
+        with self._changed:
+            self._held.discard(method)
+            self._notify()
+
+    def holding(self, method: str) -> int:
+        """How many calls of `method` wait in `hold` now."""
+        with self._changed:
+            return self._holding.get(method, 0)
 
     # --- reading what happened ---
 
@@ -695,6 +718,11 @@ class FakeSlack:
 
         with self._changed:
             pause = self._delays.get(method, 0.0)
+            if method in self._held:
+                self._holding[method] = self._holding.get(method, 0) + 1
+                self._notify()
+                self._changed.wait_for(lambda: method not in self._held)
+                self._holding[method] -= 1
         if pause:
             time.sleep(pause)
 
@@ -828,6 +856,7 @@ class FakeSlack:
             raise SlackError("channel_not_found")
         text, blocks = self._text_and_blocks(params, required=True)
         thread_ts = str(params["thread_ts"]) if params.get("thread_ts") else None
+        metadata = self._metadata(params.get("metadata"))
         message = self._store(
             Message(
                 channel=channel,
@@ -838,9 +867,62 @@ class FakeSlack:
                 thread_ts=thread_ts,
                 bot_id=self.bot_id,
                 reply_broadcast=_is_true(params.get("reply_broadcast")),
+                metadata=metadata,
             )
         )
         return {"channel": channel, "ts": message.ts, "message": message.to_slack()}
+
+    @staticmethod
+    def _metadata(value: Any) -> JsonObject | None:
+        """chat.postMessage's `metadata`: an object (or its JSON) with a string `event_type`
+        and an object `event_payload`."""
+        if value in (None, ""):
+            return None
+        metadata = _decoded(value, "invalid_metadata_format") if isinstance(value, str) else value
+        if not isinstance(metadata, dict):
+            raise SlackError("invalid_metadata_format")
+        metadata = cast(JsonObject, metadata)
+        if not isinstance(metadata.get("event_type"), str) or not isinstance(
+            metadata.get("event_payload"), dict
+        ):
+            raise SlackError("invalid_metadata_schema")
+        return {"event_type": metadata["event_type"], "event_payload": metadata["event_payload"]}
+
+    def _conversations_replies(self, params: JsonObject) -> JsonObject:
+        """A thread: its parent, then its replies, oldest first, `limit` (at most 1,000) a
+        page; message metadata only with `include_all_metadata`."""
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        if not ts:
+            raise SlackError("invalid_arguments")
+        if (channel, ts) not in self._messages:
+            raise SlackError("thread_not_found")
+        thread = sorted(
+            (
+                m
+                for m in self._messages.values()
+                if m.channel == channel and m.ephemeral_to is None and ts in (m.ts, m.thread_ts)
+            ),
+            key=lambda m: ts_key(m.ts),
+        )
+        limit = min(int(params.get("limit") or 1000), 1000)
+        cursor = str(params.get("cursor") or "")
+        start = int(cursor.removeprefix("next:")) if cursor.startswith("next:") else 0
+        page = thread[start : start + limit]
+        with_metadata = _is_true(params.get("include_all_metadata"))
+        messages: list[JsonObject] = []
+        for message in page:
+            shown = message.to_slack()
+            if with_metadata and message.metadata is not None:
+                shown["metadata"] = message.metadata
+            messages.append(shown)
+        more = start + limit < len(thread)
+        return {
+            "messages": messages,
+            "has_more": more,
+            "response_metadata": {"next_cursor": f"next:{start + limit}" if more else ""},
+        }
 
     def _chat_update(self, params: JsonObject) -> JsonObject:
         channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")

@@ -144,6 +144,53 @@ def test_permalinks_point_into_the_thread(client: WebClient) -> None:
     assert link.endswith(f"/p{reply.replace('.', '')}?thread_ts={parent}&cid={CHANNEL_ID}")
 
 
+def test_a_thread_reads_back_with_its_metadata_only_when_asked(client: WebClient) -> None:
+    parent = str(data(client.chat_postMessage(channel=CHANNEL_ID, text="parent"))["ts"])
+    tagged = {"event_type": "artbot_outbox", "event_payload": {"id": 7}}
+    for n in range(3):
+        client.chat_postMessage(
+            channel=CHANNEL_ID, thread_ts=parent, text=f"reply {n}", metadata=tagged
+        )
+    plain = data(client.conversations_replies(channel=CHANNEL_ID, ts=parent))
+    assert [m["text"] for m in plain["messages"]] == ["parent", "reply 0", "reply 1", "reply 2"]
+    assert all("metadata" not in m for m in plain["messages"])
+
+    pages: list[list[dict[str, Any]]] = []
+    cursor: str | None = None
+    while True:
+        page = data(
+            client.conversations_replies(
+                channel=CHANNEL_ID, ts=parent, include_all_metadata=True, limit=2, cursor=cursor
+            )
+        )
+        pages.append(page["messages"])
+        cursor = page["response_metadata"]["next_cursor"] or None
+        if cursor is None:
+            break
+    assert [len(p) for p in pages] == [2, 2]
+    assert [m.get("metadata") for p in pages for m in p][1:] == [tagged] * 3
+    with pytest.raises(SlackApiError) as unknown:
+        client.conversations_replies(channel=CHANNEL_ID, ts="1.000001")
+    assert unknown.value.response["error"] == "thread_not_found"
+    with pytest.raises(SlackApiError) as bad:
+        client.chat_postMessage(channel=CHANNEL_ID, text="x", metadata={"event_type": "t"})
+    assert bad.value.response["error"] == "invalid_metadata_schema"
+
+
+def test_held_calls_wait_undone_until_released(fake: FakeSlack, client: WebClient) -> None:
+    fake.hold("chat.postMessage")
+    posting = threading.Thread(
+        target=client.chat_postMessage, kwargs={"channel": CHANNEL_ID, "text": "held"}
+    )
+    posting.start()
+    fake.wait_for(lambda f: f.holding("chat.postMessage") == 1)
+    assert fake.messages(CHANNEL_ID) == [] and fake.calls("chat.postMessage") == []
+    fake.release("chat.postMessage")
+    posting.join(timeout=10)
+    assert [m.text for m in fake.messages(CHANNEL_ID)] == ["held"]
+    assert fake.holding("chat.postMessage") == 0
+
+
 def test_block_kit_limits_are_enforced(client: WebClient) -> None:
     too_many = [{"type": "divider"}] * 51
     with pytest.raises(SlackApiError) as raised:

@@ -1,0 +1,319 @@
+"""The outbox: what a turn must say in its thread, stored in the transaction that saves the turn.
+
+A wizard's reply is saved together with the thread messages it calls for (posts, questions, and
+old questions to retire), so a crash or a run of 429s after the commit delays them but cannot
+lose them. `bot.outbox_worker` delivers them, oldest first, one at a time per thread; each row
+records the ts of the message it posted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import Engine, Index, Integer, String, Text, delete, func, select, update
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
+from sqlalchemy.orm import Session as OrmSession
+
+from bot.blocks import SlackMessage
+from bot.slack_records import QuestionMessage
+from bot.thread_effects import Ask, Generate, Post, Retire, ThreadEffect
+from storage.database import KEY_PART_MAX, UTCDateTime
+from storage.sessions import SessionKey
+from storage.sql_store import SqlStore, utc_now
+
+# ---- the table -----------------------------------------------------------------------------
+
+
+class Base(MappedAsDataclass, DeclarativeBase):
+    pass
+
+
+class OutboxRow(Base, kw_only=True):
+    """One thread effect, pending until delivered (or given up on)."""
+
+    __tablename__ = "artbot_slack_outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, init=False)
+    """The order of delivery within a thread."""
+    team: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    channel: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    thread: Mapped[str] = mapped_column(String(KEY_PART_MAX))
+    kind: Mapped[str] = mapped_column(String(16))
+    step_id: Mapped[str | None] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    """A question's text (remembered with its ts), or what a retired question shows."""
+    message_json: Mapped[str | None] = mapped_column(Text)
+    """What chat.postMessage gets (`text` and `blocks`), for posts and questions."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """Not before then: a retry's backoff, or a claim's lease while a worker delivers it."""
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    in_doubt: Mapped[int] = mapped_column(Integer, default=0)
+    """1 while an attempt is under way: if it is still 1 at the next claim, that attempt's
+    worker died mid-call and Slack may have the message already."""
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    ts: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The posted message's ts, once delivered."""
+    error: Mapped[str | None] = mapped_column(String(200), default=None)
+    """The last failure; set on a delivered row when it was given up."""
+
+    __table_args__ = (
+        Index("ix_artbot_slack_outbox_thread", "team", "channel", "thread", "id"),
+        Index("ix_artbot_slack_outbox_pending", "delivered_at", "next_attempt_at"),
+        # Ids are never reused (a post's metadata names its id), on SQLite too.
+        {"sqlite_autoincrement": True},
+    )
+
+    @property
+    def key(self) -> SessionKey:
+        return SessionKey(self.team, self.channel, self.thread)
+
+
+metadata = Base.metadata
+"""The outbox table, for the migrations (bot.migrations.BOT_DATABASE)."""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A thread's oldest pending effect, claimed by one worker for a lease."""
+
+    id: int
+    key: SessionKey
+    effect: ThreadEffect
+    attempts: int
+    """Attempts so far, this one included."""
+    in_doubt: bool
+    """An earlier attempt died mid-call: Slack may have its message already."""
+
+
+# ---- the store -----------------------------------------------------------------------------
+
+
+class Outbox(SqlStore):
+    """Pending thread effects on the sessions' database. `add` writes in a caller's transaction
+    (the one that saves the turn); every other method is one transaction."""
+
+    def __init__(
+        self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None
+    ) -> None:
+        super().__init__(engine, clock=clock, schema=schema)
+        self._listeners: list[Callable[[], None]] = []
+
+    # -- writing --
+
+    def add(self, orm: OrmSession, key: SessionKey, effects: Iterable[ThreadEffect]) -> None:
+        """Queue `effects` for the thread `key` in the open transaction `orm`; call `notify`
+        once it has committed."""
+        now = self._clock()
+        for effect in effects:
+            orm.add(_row(key, effect, now))
+
+    def enqueue(self, key: SessionKey, effects: Sequence[ThreadEffect]) -> None:
+        """Queue `effects` in a transaction of their own, and wake the workers."""
+        if not effects:
+            return
+        with self._transaction() as orm:
+            self.add(orm, key, effects)
+        self.notify()
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Call `listener` whenever something was queued (a worker's wake-up)."""
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Callable[[], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def notify(self) -> None:
+        for listener in list(self._listeners):
+            listener()
+
+    # -- reading --
+
+    def depth(self) -> int:
+        """How many effects wait to be delivered (a metric: it should stay near 0)."""
+        with self._transaction() as orm:
+            return int(
+                orm.scalar(select(func.count()).select_from(OutboxRow).where(_pending())) or 0
+            )
+
+    def pending(self, key: SessionKey) -> list[OutboxRow]:
+        """The thread's undelivered effects, in delivery order."""
+        with self._transaction() as orm:
+            return list(
+                orm.scalars(select(OutboxRow).where(_in(key), _pending()).order_by(OutboxRow.id))
+            )
+
+    def rows(self, key: SessionKey) -> list[OutboxRow]:
+        """Every effect of the thread still kept, delivered or not, in order."""
+        with self._transaction() as orm:
+            return list(orm.scalars(select(OutboxRow).where(_in(key)).order_by(OutboxRow.id)))
+
+    def due_threads(self, limit: int) -> list[tuple[SessionKey, datetime]]:
+        """Threads with pending effects and when their oldest one may be tried (oldest first)."""
+        heads = (
+            select(func.min(OutboxRow.id))
+            .where(_pending())
+            .group_by(OutboxRow.team, OutboxRow.channel, OutboxRow.thread)
+        )
+        query = (
+            select(OutboxRow.team, OutboxRow.channel, OutboxRow.thread, OutboxRow.next_attempt_at)
+            .where(OutboxRow.id.in_(heads))
+            .order_by(OutboxRow.next_attempt_at, OutboxRow.id)
+            .limit(limit)
+        )
+        with self._transaction() as orm:
+            return [(SessionKey(t, c, th), at) for t, c, th, at in orm.execute(query)]
+
+    # -- delivering --
+
+    def claim(self, key: SessionKey, lease: timedelta) -> Claimed | None:
+        """The thread's oldest pending effect if it is due, claimed for `lease` (no other worker
+        takes it meanwhile); None if there is none, it is not due, or another worker has it."""
+        now = self._clock()
+        with self._transaction() as orm:
+            head = orm.scalars(
+                select(OutboxRow).where(_in(key), _pending()).order_by(OutboxRow.id).limit(1)
+            ).first()
+            if head is None or head.next_attempt_at > now:
+                return None
+            claimed = Claimed(
+                head.id, key, _effect(head), head.attempts + 1, in_doubt=bool(head.in_doubt)
+            )
+            taken = orm.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id == head.id, OutboxRow.attempts == head.attempts)
+                .values(next_attempt_at=now + lease, attempts=head.attempts + 1, in_doubt=1)
+                .execution_options(synchronize_session=False)
+            )
+            return claimed if _rowcount(taken) == 1 else None
+
+    def delivered(self, claimed: Claimed, ts: str | None) -> None:
+        """Done: record the posted message's ts; a question is remembered in the same
+        transaction, so a later Retire of the thread finds it."""
+        with self._transaction() as orm:
+            orm.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id == claimed.id)
+                .values(delivered_at=self._clock(), ts=ts, in_doubt=0, error=None)
+                .execution_options(synchronize_session=False)
+            )
+            effect = claimed.effect
+            if isinstance(effect, Ask) and ts:
+                key = claimed.key
+                orm.merge(
+                    QuestionMessage(
+                        team=key.team,
+                        channel=key.channel,
+                        thread=key.thread,
+                        ts=ts,
+                        step_id=effect.step_id,
+                        text=effect.text,
+                    )
+                )
+
+    def retry_later(
+        self, claimed: Claimed, delay: timedelta, error: str, *, in_doubt: bool = False
+    ) -> None:
+        """The attempt failed: try again after `delay`. `in_doubt`: Slack may have its message
+        all the same (the next attempt looks for it first)."""
+        with self._transaction() as orm:
+            orm.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id == claimed.id)
+                .values(
+                    next_attempt_at=self._clock() + delay,
+                    in_doubt=int(in_doubt),
+                    error=error[:200],
+                )
+                .execution_options(synchronize_session=False)
+            )
+
+    def give_up(self, claimed: Claimed, error: str) -> None:
+        """Slack refuses this effect for good (an archived channel, a deleted message): the
+        thread's later effects go on without it."""
+        with self._transaction() as orm:
+            orm.execute(
+                update(OutboxRow)
+                .where(OutboxRow.id == claimed.id)
+                .values(delivered_at=self._clock(), in_doubt=0, error=error[:200])
+                .execution_options(synchronize_session=False)
+            )
+
+    def release_claims(self) -> int:
+        """Make effects claimed by a worker that is gone (an earlier process) due now. Only for
+        the one worker of a database, at its start."""
+        with self._transaction() as orm:
+            result = orm.execute(
+                update(OutboxRow)
+                .where(_pending(), OutboxRow.in_doubt == 1)
+                .values(next_attempt_at=self._clock())
+                .execution_options(synchronize_session=False)
+            )
+            return _rowcount(result)
+
+    def forget_delivered(self, older_than: timedelta) -> int:
+        """Drop rows delivered longer ago than `older_than` (keeps the table small)."""
+        with self._transaction() as orm:
+            result = orm.execute(
+                delete(OutboxRow).where(OutboxRow.delivered_at < self._clock() - older_than)
+            )
+            return _rowcount(result)
+
+
+def _pending() -> Any:
+    return OutboxRow.delivered_at.is_(None)
+
+
+def _in(key: SessionKey) -> Any:
+    return (
+        (OutboxRow.team == key.team)
+        & (OutboxRow.channel == key.channel)
+        & (OutboxRow.thread == key.thread)
+    )
+
+
+def _rowcount(result: Any) -> int:
+    return cast(CursorResult[Any], result).rowcount
+
+
+def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
+    message: SlackMessage | None = None
+    if isinstance(effect, Post):
+        kind, step_id, text, message = "post", None, "", effect.message
+    elif isinstance(effect, Ask):
+        kind, step_id, text, message = "question", effect.step_id, effect.text, effect.message
+    elif isinstance(effect, Retire):
+        kind, step_id, text = "retire", effect.step_id, effect.shown
+    else:
+        kind, step_id, text = "generate", None, ""
+    return OutboxRow(
+        team=key.team,
+        channel=key.channel,
+        thread=key.thread,
+        kind=kind,
+        step_id=step_id,
+        text=text,
+        message_json=(
+            json.dumps({"text": message.text, "blocks": message.blocks}) if message else None
+        ),
+        created_at=now,
+        next_attempt_at=now,
+    )
+
+
+def _effect(row: OutboxRow) -> ThreadEffect:
+    if row.kind == "retire":
+        return Retire(row.step_id, row.text)
+    if row.kind == "generate":
+        return Generate()
+    loaded = json.loads(row.message_json or "{}")
+    message = SlackMessage(str(loaded.get("text") or ""), list(loaded.get("blocks") or []))
+    if row.kind == "question":
+        return Ask(row.step_id or "", row.text, message)
+    return Post(message)

@@ -1,0 +1,128 @@
+"""The outbox table: effects come out in the order they went in, one claim at a time per thread,
+and a claim of a worker that died is taken over; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy.orm import Session as OrmSession
+
+from bot.blocks import text_message
+from bot.migrations import BOT_DATABASE
+from bot.outbox import Outbox
+from bot.thread_effects import Ask, Post, Retire
+from flows import TRAIN_RL, Reply, Session, advance, begin
+from storage import migrations
+from storage.database import create_database_engine
+from storage.sessions import SessionKey, SessionStore, StaleSession
+from tests.bot.conftest import Database
+
+A = SessionKey("T0", "C0", "1700000000.000100")
+B = SessionKey("T0", "C0", "1700000000.000200")
+LEASE = timedelta(minutes=2)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def outbox(database: Database, clock: Clock) -> Iterator[Outbox]:
+    migrations.upgrade(BOT_DATABASE, database.url, schema=database.schema)
+    store = Outbox(create_database_engine(database.url), clock=clock, schema=database.schema)
+    yield store
+    store.close()
+
+
+def test_effects_come_out_in_order_one_claim_at_a_time(outbox: Outbox) -> None:
+    first, second = Retire("turns", "Single-turn"), Post(text_message("Noted."))
+    third = Ask("task", "What must the agent accomplish?", text_message("What must..."))
+    outbox.enqueue(A, [first, second, third])
+    outbox.enqueue(B, [Post(text_message("other thread"))])
+    assert outbox.depth() == 4
+
+    claimed = outbox.claim(A, LEASE)
+    assert claimed is not None and claimed.effect == first and claimed.attempts == 1
+    assert outbox.claim(A, LEASE) is None  # claimed: no second worker takes the thread
+    other = outbox.claim(B, LEASE)
+    assert other is not None  # other threads go on meanwhile
+    outbox.delivered(claimed, None)
+    after = outbox.claim(A, LEASE)
+    assert after is not None and after.effect == second and not after.in_doubt
+    outbox.delivered(after, "1700000000.000300")
+    last = outbox.claim(A, LEASE)
+    assert last is not None and last.effect == third
+    outbox.delivered(last, "1700000000.000400")
+    assert [row.ts for row in outbox.rows(A)] == [None, "1700000000.000300", "1700000000.000400"]
+    assert outbox.depth() == 1
+
+
+def test_a_failed_attempt_waits_its_backoff_and_a_dead_workers_claim_is_taken_over(
+    outbox: Outbox, clock: Clock
+) -> None:
+    outbox.enqueue(A, [Post(text_message("hello"))])
+    claimed = outbox.claim(A, LEASE)
+    assert claimed is not None
+    outbox.retry_later(claimed, timedelta(seconds=30), "ratelimited")
+    assert outbox.claim(A, LEASE) is None
+    assert outbox.due_threads(10) == [(A, clock.now + timedelta(seconds=30))]
+    clock.now += timedelta(seconds=30)
+    again = outbox.claim(A, LEASE)
+    assert again is not None and again.attempts == 2 and not again.in_doubt
+
+    # The worker holding it dies: its claim runs until the lease ends, unless taken over.
+    assert outbox.claim(A, LEASE) is None
+    assert outbox.release_claims() == 1
+    resumed = outbox.claim(A, LEASE)
+    assert resumed is not None and resumed.in_doubt  # Slack may have it: look before posting
+    outbox.give_up(resumed, "is_archived")
+    assert outbox.depth() == 0 and outbox.rows(A)[0].error == "is_archived"
+    clock.now += timedelta(days=2)
+    assert outbox.forget_delivered(timedelta(days=1)) == 1
+    assert outbox.rows(A) == []
+
+
+def test_a_turn_and_what_it_says_are_saved_together_or_not_at_all(
+    outbox: Outbox, database: Database
+) -> None:
+    store = SessionStore(create_database_engine(database.url), schema=database.schema)
+    said = [Retire("replayable", "static"), Post(text_message("Single-turn or multi-turn?"))]
+
+    def saying(orm: OrmSession) -> None:
+        outbox.add(orm, A, said)
+
+    first = begin(TRAIN_RL, Session.start(TRAIN_RL.id)).session
+    store.create(A, "U0OWNER", first)
+    turn = advance(TRAIN_RL, first, Reply(text="static"))
+    store.save(A, turn.session, expected_revision=first.revision, also=saying)
+    assert outbox.depth() == 2
+
+    # A racing reply computed on the same revision loses: neither it nor its messages are kept.
+    raced = advance(TRAIN_RL, first, Reply(text="yes"))
+    with pytest.raises(StaleSession):
+        store.save(A, raced.session, expected_revision=first.revision, also=saying)
+    assert outbox.depth() == 2
+
+    # Messages that cannot be queued keep the answer from being saved.
+    def failing(orm: OrmSession) -> None:
+        outbox.add(orm, A, said)
+        raise RuntimeError("the outbox is unwritable")
+
+    later = advance(TRAIN_RL, turn.session, Reply(text="single"))
+    with pytest.raises(RuntimeError):
+        store.save(A, later.session, expected_revision=turn.session.revision, also=failing)
+    stored = store.get(A)
+    assert stored is not None and stored.session == turn.session
+    assert outbox.depth() == 2
+    store.close()
