@@ -44,9 +44,11 @@ def code(source: str) -> Code:
 
 def function_body(source: str) -> Code:
     """Mark user code placed as a function's body (indented: flows.user_code) as insertable,
-    after checking that it parses in that place."""
+    after checking that it parses in that place. It is fenced with `# fmt: off` / `# fmt: on`:
+    the script's last step, `ruff format`, leaves it as the user wrote it (reformatted, a long
+    line's `# noqa` would move inside the parentheses ruff adds, away from the line it waives)."""
     ast.parse("def user_code():\n" + source, mode="exec")
-    return Code(source.rstrip("\n") + "\n")
+    return Code(f"    # fmt: off\n{source.rstrip(chr(10))}\n    # fmt: on\n")
 
 
 def inline_code(source: str) -> Code:

@@ -42,6 +42,8 @@ class Session:
         return replace(self, revision=self.revision + 1, **changes)
 
     def to_json(self) -> str:
+        """The session as JSON; answers keep their keys in the order given (a scenario's or a
+        tool schema's fields are printed into the script as the user wrote them)."""
         return json.dumps(
             {
                 "flow": self.flow,
@@ -56,7 +58,6 @@ class Session:
                 "status": self.status,
                 "revision": self.revision,
             },
-            sort_keys=True,
         )
 
     @classmethod

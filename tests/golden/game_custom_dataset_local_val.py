@@ -262,6 +262,7 @@ def load_scenarios(args: argparse.Namespace) -> tuple[list[Scenario], list[Scena
 # Your code runs inside a function of its own, so its imports, helpers and constants are its own
 # and never clash with the script's names; the script uses only what the function returns.
 def user_environment():
+    # fmt: off
     def create_game(scenario):
         return {"target": int(scenario["target"]), "guesses": [], "won": False}
 
@@ -278,6 +279,7 @@ def user_environment():
 
     def is_finished(game):
         return game["won"] or len(game["guesses"]) >= 5
+    # fmt: on
 
     return create_game, render_observation, apply_action, is_finished
 
@@ -289,8 +291,10 @@ create_game, render_observation, apply_action, is_finished = user_environment()
 # Your code runs inside a function of its own, so its imports, helpers and constants are its own
 # and never clash with the script's names; the script uses only what the function returns.
 def user_reward():
+    # fmt: off
     def compute_reward(scenario, game, trajectory):
-        return 1.0 if game["won"] else 0.0
+        return 1.0 if game['won'] else 0.0
+    # fmt: on
 
     return compute_reward
 

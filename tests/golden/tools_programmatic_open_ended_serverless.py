@@ -233,8 +233,10 @@ def parse_tool_arguments(arguments: str) -> dict[str, Any]:
 # Your code runs inside a function of its own, so its imports, helpers and constants are its own
 # and never clash with the script's names; the script uses only what the function returns.
 def user_tools() -> dict[str, Any]:
+    # fmt: off
     def add(a: int, b: int) -> str:
         return str(int(a) + int(b))
+    # fmt: on
 
     return {
         "add": add,

@@ -381,6 +381,20 @@ def test_unicode_keys_owners_and_answers_round_trip(store: SessionStore) -> None
     assert [s.key for s in store.list_for_owner("Zoë", team="équipe")] == [key]
 
 
+def test_answers_keep_their_keys_in_the_order_given(store: SessionStore) -> None:
+    """A scenario's or a tool schema's fields reach the script in the order the user wrote."""
+    rows = [{"prompt": "When is the offsite?", "id": "q1", "answer": "Sept 14"}]
+    tool = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}
+    key = SessionKey("T1", "C1", "1.0")
+    store.create(key, "U1", Session(flow=TRAIN_RL.id, answers={"rows": rows, "tools": [tool]}))
+
+    stored = store.get(key)
+    assert stored is not None
+    assert list(stored.session.answers["rows"][0]) == ["prompt", "id", "answer"]
+    assert list(stored.session.answers["tools"][0]) == ["type", "function"]
+    assert list(stored.session.answers["tools"][0]["function"]) == ["name", "parameters"]
+
+
 def test_keys_and_owners_are_checked() -> None:
     for bad in ("", "x" * 256, "a\x00b"):
         with pytest.raises(ValueError):
