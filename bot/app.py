@@ -27,6 +27,7 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
 )
 
+from assistant import Assistant
 from bot.listeners import register_listeners
 from bot.listeners.guard import RECEIVED_AT, AfterAck
 from bot.metrics import BotMetrics
@@ -92,8 +93,10 @@ def build_service(
     executor: ThreadPoolExecutor | None = None,
     dryrun: Dryrun | str | None = "default",
     schema: str | None = None,
+    assistant: Assistant | None = None,
 ) -> WizardService:
-    """The wizard service on the configured database (SQLite by default), migrated first.
+    """The wizard service on the configured database (SQLite by default), migrated first;
+    `assistant` (assistant_from_environment) reads typed replies first when given.
 
     SchemaMismatch or SQLAlchemyError when the database cannot be brought to the newest schema.
     """
@@ -140,6 +143,7 @@ def build_service(
         Outbox(engine, schema=schema),
         runs=runs,
         max_upload_bytes=settings.artbot_max_upload_bytes,
+        assistant=assistant,
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from assistant import Proposal
 from bot.slack_text import clip, escape, safe_cut
 from flows import Message, Notice, OptionView, Problem, Question
 from storage.sessions import StoredSession
@@ -29,6 +30,13 @@ HOME_BLOCKS_MAX = 100
 RESULT_STEP = "result"
 """How the result buttons are remembered among the thread's question messages (no flow step
 has this id)."""
+PROPOSAL_STEP = "proposal"
+"""How the assistant's proposals are remembered among the thread's question messages."""
+PROPOSAL_ACCEPT = "proposal_accept"
+PROPOSAL_REANSWER = "proposal_reanswer"
+BUTTON_VALUE_LIMIT = 2_000
+PROPOSAL_HELD = "held"
+"""Accept's value when the proposal is too long for it: the bot looks it up by the message."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,34 @@ def engine_message(message: Message) -> SlackMessage:
     if isinstance(message, Problem):
         return problem_message(message)
     return notice_message(message)
+
+
+def proposal_message(proposal: Proposal) -> SlackMessage:
+    """What the assistant read in a reply, with Accept / Re-answer. The model's text is
+    untrusted: escaped like the user's. Accept carries the proposal (or, too long for a
+    button's value, PROPOSAL_HELD); Re-answer the question's step."""
+    text = escape(proposal.text)
+    value = proposal.to_json()
+    buttons: list[Block] = [
+        {
+            "type": "button",
+            "action_id": PROPOSAL_ACCEPT,
+            "text": {"type": "plain_text", "text": "Accept"},
+            "style": "primary",
+            "value": value if len(value) <= BUTTON_VALUE_LIMIT else PROPOSAL_HELD,
+        },
+        {
+            "type": "button",
+            "action_id": PROPOSAL_REANSWER,
+            "text": {"type": "plain_text", "text": "Re-answer"},
+            "value": proposal.step_id[:BUTTON_VALUE_LIMIT],
+        },
+    ]
+    blocks = [
+        *sections(text)[: MAX_BLOCKS - 1],
+        {"type": "actions", "block_id": f"proposal:{proposal.step_id}", "elements": buttons},
+    ]
+    return SlackMessage(clip(text, TEXT_LIMIT), blocks)
 
 
 def answered_message(question_text: str, shown: str) -> SlackMessage:

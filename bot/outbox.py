@@ -19,9 +19,10 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 from sqlalchemy.orm import Session as OrmSession
 
-from bot.blocks import SlackMessage
+from assistant import Proposal
+from bot.blocks import PROPOSAL_STEP, SlackMessage
 from bot.slack_records import QuestionMessage
-from bot.thread_effects import Ask, Generate, Post, Retire, ThreadEffect
+from bot.thread_effects import Ask, Generate, Offer, Post, Retire, ThreadEffect
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey
 from storage.sql_store import SqlStore, utc_now
@@ -46,7 +47,8 @@ class OutboxRow(Base, kw_only=True):
     kind: Mapped[str] = mapped_column(String(16))
     step_id: Mapped[str | None] = mapped_column(String(64))
     text: Mapped[str] = mapped_column(Text)
-    """A question's text (remembered with its ts), or what a retired question shows."""
+    """A question's text (remembered with its ts), a proposal's JSON, or what a retired
+    question shows."""
     message_json: Mapped[str | None] = mapped_column(Text)
     """What chat.postMessage gets (`text` and `blocks`), for posts and questions."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -149,6 +151,14 @@ class Outbox(SqlStore):
                 orm.scalars(select(OutboxRow).where(_in(key), _pending()).order_by(OutboxRow.id))
             )
 
+    def proposal_posted_as(self, key: SessionKey, ts: str) -> Proposal | None:
+        """The proposal the message `ts` of the thread offers (None: not one, or forgotten)."""
+        with self._transaction() as orm:
+            row = orm.scalars(
+                select(OutboxRow).where(_in(key), OutboxRow.ts == ts, OutboxRow.kind == "offer")
+            ).first()
+            return Proposal.from_json(row.text) if row is not None else None
+
     def rows(self, key: SessionKey) -> list[OutboxRow]:
         """Every effect of the thread still kept, delivered or not, in order."""
         with self._transaction() as orm:
@@ -204,16 +214,21 @@ class Outbox(SqlStore):
                 .execution_options(synchronize_session=False)
             )
             effect = claimed.effect
-            if isinstance(effect, Ask) and ts:
+            if isinstance(effect, Ask | Offer) and ts:
                 key = claimed.key
+                step_id, text = (
+                    (effect.step_id, effect.text)
+                    if isinstance(effect, Ask)
+                    else (PROPOSAL_STEP, effect.proposal.text)
+                )
                 orm.merge(
                     QuestionMessage(
                         team=key.team,
                         channel=key.channel,
                         thread=key.thread,
                         ts=ts,
-                        step_id=effect.step_id,
-                        text=effect.text,
+                        step_id=step_id,
+                        text=text,
                     )
                 )
 
@@ -288,6 +303,9 @@ def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
         kind, step_id, text, message = "post", None, "", effect.message
     elif isinstance(effect, Ask):
         kind, step_id, text, message = "question", effect.step_id, effect.text, effect.message
+    elif isinstance(effect, Offer):
+        kind, step_id, text = "offer", PROPOSAL_STEP, effect.proposal.to_json()
+        message = effect.message
     elif isinstance(effect, Retire):
         kind, step_id, text = "retire", effect.step_id, effect.shown
     else:
@@ -316,4 +334,6 @@ def _effect(row: OutboxRow) -> ThreadEffect:
     message = SlackMessage(str(loaded.get("text") or ""), list(loaded.get("blocks") or []))
     if row.kind == "question":
         return Ask(row.step_id or "", row.text, message)
+    if row.kind == "offer":
+        return Offer(Proposal.from_json(row.text), message)
     return Post(message)

@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackApiError
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.outbox import Claimed, Outbox
 from bot.slack_records import SlackRecords
-from bot.thread_effects import Ask, Generate, Post, Retire
+from bot.thread_effects import Ask, Generate, Offer, Post, Retire
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ class OutboxWorker:
             # One live question per thread: any other still offering buttons is superseded.
             for question in self._records.live_questions(key, keep=RESULT_STEP):
                 self._update(key, question.ts, superseded_message(question.text))
-        assert isinstance(effect, Ask | Post)
+        assert isinstance(effect, Ask | Offer | Post)
         if claimed.in_doubt:
             posted = self._posted_before(claimed)
             if posted is not None:

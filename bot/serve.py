@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -24,6 +25,7 @@ from slack_bolt.error import BoltError
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import SQLAlchemyError
 
+from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.health import HealthCheck
 from bot.log_fields import configure_logging
@@ -139,11 +141,12 @@ def run_serve_command(args: argparse.Namespace) -> int:
     configure_logging()
     try:
         settings = load_settings()
+        assistant = assistant_from_environment(os.environ)
     except SettingsError as error:
         print(error, file=sys.stderr)
         return 2
     try:
-        service = build_service(settings)
+        service = build_service(settings, assistant=assistant)
     except migrations.SchemaMismatch as error:
         print(f"Cannot start artbot: {error}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from assistant import Proposal
 from bot.blocks import SlackMessage, engine_message
 from flows import Answered, Cancelled, Completed, Question, Turn
 
@@ -28,6 +29,17 @@ class Ask:
 
 
 @dataclass(frozen=True)
+class Offer:
+    """Post the assistant's proposal with Accept / Re-answer buttons and remember it (under
+    PROPOSAL_STEP) so it loses its buttons later. Unlike Ask it leaves the open question's
+    buttons alone. The stored proposal is what Accept uses when it is too long for a button's
+    value."""
+
+    proposal: Proposal
+    message: SlackMessage
+
+
+@dataclass(frozen=True)
 class Retire:
     """The thread's open questions for `step_id` (None: any) lose their buttons and show
     `shown`: the question was answered, or what the buttons offered is gone."""
@@ -42,7 +54,7 @@ class Generate:
     (a crash before it is done leaves it to do after the restart)."""
 
 
-ThreadEffect = Post | Ask | Retire | Generate
+ThreadEffect = Post | Ask | Offer | Retire | Generate
 
 
 def turn_effects(turn: Turn) -> list[ThreadEffect]:

@@ -8,7 +8,7 @@ a worker delivers: bot.outbox_worker). The listeners call one method of WizardSe
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -16,13 +16,23 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import home_view, sections, sessions_text, text_message
+from assistant import Assistant, Proposal
+from bot.blocks import (
+    PROPOSAL_ACCEPT,
+    PROPOSAL_HELD,
+    PROPOSAL_STEP,
+    home_view,
+    proposal_message,
+    sections,
+    sessions_text,
+    text_message,
+)
 from bot.keyed_locks import KeyedLocks
 from bot.outbox import Outbox
 from bot.script_results import ScriptResults
 from bot.slack_records import SlackRecords
 from bot.slack_text import clip, escape
-from bot.thread_effects import Post, turn_effects
+from bot.thread_effects import Offer, Post, Retire, ThreadEffect, turn_effects
 from bot.threads import ThreadPoster
 from flows import TRAIN_RL, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (
@@ -80,6 +90,7 @@ class WizardService:
         runs: RunService | None = None,
         on_complete: Callable[[WebClient, SessionKey, Mapping[str, object]], None] | None = None,
         max_upload_bytes: int = 1_000_000,
+        assistant: Assistant | None = None,
     ) -> None:
         self.store = store
         self.records = records
@@ -90,6 +101,8 @@ class WizardService:
         self.runs = runs
         self.max_upload_bytes = max_upload_bytes
         """The largest file a reply may attach."""
+        self.assistant = assistant
+        """Reads typed replies first when a model is configured (None: the plain form)."""
         self._locks = KeyedLocks()
         # Rendering and checking take seconds: off the listener thread, on the results' executor.
         self._on_complete = on_complete or results.deliver_later
@@ -179,7 +192,7 @@ class WizardService:
                     key, turn_effects(begin(FLOWS[stored.session.flow], stored.session))
                 )
                 return
-            turn = self._advance_and_save(key, stored, incoming.reply)
+            turn = self._advance_and_save(key, stored, incoming.reply, user=incoming.user)
         if turn is None:
             return
         if self.runs is not None and incoming.reply.text.strip().lower() == "status":
@@ -204,24 +217,43 @@ class WizardService:
             self.poster.ephemeral(client, key, user, text)
 
     def _advance_and_save(
-        self, key: SessionKey, stored: StoredSession, reply: Reply
+        self,
+        key: SessionKey,
+        stored: StoredSession,
+        reply: Reply,
+        *,
+        user: str | None = None,
+        first: Sequence[ThreadEffect] = (),
     ) -> Turn | None:
         """Compare-and-set: a save that lost a race reloads and applies the reply to what won.
-        What the turn says is queued in the outbox, with the session when it changed."""
+        What the turn says (after `first`) is queued in the outbox, with the session when it
+        changed. Given `user`, a typed reply goes to the assistant first (once: a retry after a
+        lost race is the engine's alone), and its proposal is posted for the user to accept."""
+        consult = self.assistant is not None and user is not None and reply.value is None
         for _ in range(SAVE_ATTEMPTS):
             session = stored.session
             if _is_repeat_click(session, reply):
                 return None  # a double click on a question already answered with that value
-            turn = advance(FLOWS[session.flow], session, reply)
+            flow = FLOWS[session.flow]
+            proposal: Proposal | None = None
+            if consult and self.assistant is not None and user is not None:
+                consult = False
+                assisted = self.assistant.respond(flow, session, reply, user)
+                turn, proposal = assisted.turn, assisted.proposal
+            else:
+                turn = advance(flow, session, reply)
+            effects = [*first, *turn_effects(turn)]
+            if proposal is not None:
+                effects.append(Offer(proposal, proposal_message(proposal)))
             if turn.session == session:  # nothing changed: nothing to save
-                self.outbox.enqueue(key, turn_effects(turn))
+                self.outbox.enqueue(key, effects)
                 return turn
             try:
                 self.store.save(
                     key,
                     turn.session,
                     expected_revision=session.revision,
-                    also=self._saying(key, turn),
+                    also=lambda orm, effects=effects: self.outbox.add(orm, key, effects),
                 )
                 self.outbox.notify()
                 return turn
@@ -250,6 +282,64 @@ class WizardService:
         if self.outbox.pending(stored.key):
             return False
         return not self.records.live_questions(stored.key, stored.step)
+
+    # -- the assistant's proposals --
+
+    def proposal_action(
+        self,
+        client: WebClient,
+        key: SessionKey,
+        user: str,
+        action: str,
+        value: str,
+        message_ts: str | None,
+        delivery_id: str | None,
+    ) -> None:
+        """Accept (the proposal goes through the engine exactly as if typed, stale question
+        checked there) or Re-answer (the open question again), for the owner only. Both take
+        the proposals' buttons away."""
+        if delivery_id is not None and not self.records.first_delivery(delivery_id):
+            return
+        stored = self.store.get(key)
+        if stored is None:
+            return
+        if stored.owner != user:
+            self.poster.ephemeral(
+                client, key, user, f"Only <@{stored.owner}> can answer this wizard."
+            )
+            return
+        if stored.expired:
+            self.poster.post_text(client, key, EXPIRED)
+            return
+        if action != PROPOSAL_ACCEPT:
+            with self._locks.hold(key):
+                stored = self.store.get(key) or stored
+                again = begin(FLOWS[stored.session.flow], stored.session)
+                self.outbox.enqueue(
+                    key,
+                    [Retire(PROPOSAL_STEP, "Not used: answer again below"), *turn_effects(again)],
+                )
+            return
+        proposal = self._proposal_in(key, value, message_ts)
+        if proposal is None:
+            self.poster.ephemeral(
+                client, key, user, "That button does not carry a proposal of mine: not used."
+            )
+            return
+        with self._locks.hold(key):
+            stored = self.store.get(key) or stored
+            accepted = Retire(PROPOSAL_STEP, f"Accepted: {proposal.shown}")
+            self._advance_and_save(key, stored, proposal.as_reply(), first=[accepted])
+
+    def _proposal_in(self, key: SessionKey, value: str, message_ts: str | None) -> Proposal | None:
+        """The proposal an Accept button carries, or its message offered when it was too long
+        for the button; None for anything else (a forged value)."""
+        if value == PROPOSAL_HELD:
+            return self.outbox.proposal_posted_as(key, message_ts) if message_ts else None
+        try:
+            return Proposal.from_json(value)
+        except ValueError:
+            return None
 
     # -- the result buttons --
 

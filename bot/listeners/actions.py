@@ -1,4 +1,5 @@
-"""Button clicks: a question's answers, the buttons under a script, and a run's Cancel and fixes."""
+"""Button clicks: a question's answers, the assistant's proposals, the buttons under a script,
+and a run's Cancel and fixes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from slack_sdk import WebClient
 
 from bot.blocks import (
     ANSWER_ACTION,
+    PROPOSAL_ACCEPT,
+    PROPOSAL_REANSWER,
     RESULT_ACTIONS,
     RUN_CANCEL_ACTION,
     RUN_FIX_ACTION,
@@ -70,6 +73,33 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
             context,
             "action",
             lambda: service.result_action(client, key, user, action_id, delivery),
+            key=key,
+            client=client,
+            service=service,
+        )
+
+    @app.action(re.compile(rf"^({PROPOSAL_ACCEPT}|{PROPOSAL_REANSWER})$"))
+    def on_proposal_click(
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
+    ) -> None:
+        ack()
+        key = action_key(body)
+        if key is None:
+            return
+        user, action_id = body["user"]["id"], action["action_id"]
+        value = str(action.get("value") or "")
+        message_ts = (body.get("message") or {}).get("ts")
+        delivery = click_id(body, action)
+        after_ack.submit(
+            context,
+            "action",
+            lambda: service.proposal_action(
+                client, key, user, action_id, value, message_ts, delivery
+            ),
             key=key,
             client=client,
             service=service,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.outbox_worker import OutboxWorker
 from bot.settings import BotSettings, load_settings
@@ -79,20 +80,25 @@ class BotFactory:
     made: list[Bot] = field(default_factory=list)
 
     def __call__(self, *, dryrun: Callable[[Path], DryrunReport] | None = None, **env: str) -> Bot:
-        settings = load_settings(
-            {
-                "SLACK_BOT_TOKEN": BOT_TOKEN,
-                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-                "SLACK_API_URL": self.fake.base_url,
-                "ARTBOT_DATABASE_URL": self.database.url,
-                "ARTBOT_SCRIPTS_DIR": str(self.scripts),
-                "ARTBOT_DRYRUN": "true" if dryrun else "false",
-                **env,
-            }
-        )
+        environment = {
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "SLACK_API_URL": self.fake.base_url,
+            "ARTBOT_DATABASE_URL": self.database.url,
+            "ARTBOT_SCRIPTS_DIR": str(self.scripts),
+            "ARTBOT_DRYRUN": "true" if dryrun else "false",
+            **env,
+        }
+        settings = load_settings(environment)
         executor = ThreadPoolExecutor(max_workers=2)
         kwargs: dict[str, Any] = {"dryrun": dryrun} if dryrun else {}
-        service = build_service(settings, executor=executor, schema=self.database.schema, **kwargs)
+        service = build_service(
+            settings,
+            executor=executor,
+            schema=self.database.schema,
+            assistant=assistant_from_environment(environment),
+            **kwargs,
+        )
         app = create_app(settings, service)
         bot = Bot(app, service, self.fake, settings, executor, start_outbox(service, app.client))
         self.made.append(bot)

@@ -1,0 +1,240 @@
+"""The assistant in Slack threads: questions answered without moving the session, free text
+proposed with Accept / Re-answer buttons and stored only on the owner's Accept, failures
+degraded to the plain question. A real `openai` client against the scripted fake model on
+loopback, the fake Slack, a real database."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from assistant import Proposal
+from bot.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
+from bot.outbox import Outbox
+from tests.bot.conftest import BotFactory, SlackUser
+from tests.fakes.openai_server import FakeOpenAI, Scripted
+from tests.fakes.slack_api import FakeSlack, Message
+from tests.fakes.slack_requests import block_actions
+from tests.fakes.workspace import USER_ID
+from tests.flows.matrix import MATH_ROWS
+
+ROWS = "\n".join(json.dumps(row) for row in MATH_ROWS)
+BIGGER_QWEN = "Qwen/Qwen3-30B-A3B-Instruct-2507"
+OTHER_USER = "U0OTHER"
+
+
+@pytest.fixture
+def model() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+        assert server.refused == [], "the fake refused requests OpenAI would refuse"
+
+
+@pytest.fixture
+def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
+    bot = make_bot(
+        ARTBOT_LLM_MODEL="gpt-test",
+        ARTBOT_LLM_BASE_URL=model.base_url,
+        ARTBOT_LLM_API_KEY=model.key,
+        ARTBOT_LLM_TIMEOUT_S="0.5",
+    )
+    owner = SlackUser(bot)
+    owner.command()
+    return owner
+
+
+def reading(value: str | None, reason: str = "") -> Scripted:
+    return Scripted.json({"understood": value is not None, "value": value, "reason": reason})
+
+
+def stored_answers(user: SlackUser) -> dict[str, object]:
+    stored = user.bot.service.store.get(user.key)
+    assert stored is not None
+    return dict(stored.session.answers)
+
+
+def to_the_base_model(user: SlackUser) -> None:
+    user.click("Only logged or static scenarios")
+    user.click("Single-turn")
+    user.reply("Answer arithmetic questions with only the final number.")
+    user.click("Paste them here")
+    user.reply(f"```\n{ROWS}\n```")
+    user.reply("skip")
+    user.click("RULER")
+    user.click("openai/gpt-5.4")
+    user.click("All scenarios")
+    user.click("Hold out a fraction")
+    user.reply("0.25")
+    user.reply("default")
+    user.reply("default")
+    assert user.asked() == "base_model"
+
+
+def proposals(user: SlackUser) -> list[Message]:
+    return [
+        m
+        for m in user.bot_messages()
+        if any(b.get("block_id", "").startswith("proposal:") for b in m.blocks or [])
+    ]
+
+
+def now_shown(user: SlackUser, offer: Message) -> Message:
+    """The message `offer` as Slack shows it now (after updates)."""
+    message = user.fake.message(offer.channel, offer.ts)
+    assert message is not None
+    return message
+
+
+def buttons_of(message: Message) -> list[str]:
+    return [
+        element["text"]["text"]
+        for block in message.blocks or []
+        if block.get("type") == "actions"
+        for element in block.get("elements", [])
+    ]
+
+
+def test_a_question_is_answered_and_asked_again_without_moving_the_session(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    step, before = user.asked(), stored_answers(user)
+    model.script(Scripted.text("Static means your scenarios are <fixed> & logged."))
+
+    user.reply("what does static mean?")
+
+    assert user.asked() == step
+    assert stored_answers(user) == before
+    texts = [m.text for m in user.bot_messages()]
+    answer = next(t for t in texts if "Static means" in t)
+    assert "&lt;fixed&gt; &amp; logged" in answer  # the model's text escaped like user text
+    assert "Only logged or static scenarios" in user.open_question().text  # asked again
+    assert len(model.requests) == 1
+
+
+def test_free_text_is_proposed_and_stored_only_when_the_owner_accepts(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    to_the_base_model(user)
+    before = stored_answers(user)
+    model.script(reading(BIGGER_QWEN, "The bigger of the two Qwen models."))
+
+    user.reply("the bigger Qwen")
+
+    assert stored_answers(user) == before  # nothing stored yet
+    (offer,) = proposals(user)
+    assert f"I read that as: *{BIGGER_QWEN}*" in offer.text
+    assert buttons_of(offer) == ["Accept", "Re-answer"]
+
+    user.click("Accept")
+
+    assert stored_answers(user)["base_model"] == BIGGER_QWEN
+    assert user.asked() == "project"
+    assert len(model.requests) == 1  # Accept goes through the engine alone
+    retired = now_shown(user, offer)
+    assert buttons_of(retired) == []
+    assert "Accepted" in retired.text
+
+
+def test_re_answer_stores_nothing_and_asks_the_question_again(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(reading("static", "Logged conversations are static."))
+    before = stored_answers(user)
+    user.reply("we have logs of past chats")
+    (offer,) = proposals(user)
+    posted = len(user.bot_messages())
+
+    user.click("Re-answer")
+
+    assert stored_answers(user) == before
+    assert buttons_of(now_shown(user, offer)) == []
+    assert len(user.bot_messages()) == posted + 1  # the question, asked again
+    again = user.bot_messages()[-1]
+    assert again.ts != offer.ts and "Only logged or static scenarios" in buttons_of(again)[1]
+
+
+def test_a_forged_accept_and_a_stranger_s_click_are_refused(
+    user: SlackUser, model: FakeOpenAI, fake: FakeSlack
+) -> None:
+    model.script(reading("static", "Logged conversations are static."))
+    before = stored_answers(user)
+    user.reply("we have logs of past chats")
+    (offer,) = proposals(user)
+
+    forged = block_actions(
+        PROPOSAL_ACCEPT,
+        '{"step": "replayable"}',
+        message_ts=offer.ts,
+        user_id=USER_ID,
+        message=offer.to_slack(),
+    )
+    assert user.bot.dispatch(forged) == 200
+    fake.wait_for(lambda f: any(m.ephemeral_to == USER_ID for m in f.ephemerals()))
+    note = next(m for m in fake.ephemerals() if m.ephemeral_to == USER_ID)
+    assert "not used" in note.text
+
+    stranger = SlackUser(user.bot, user=OTHER_USER, thread=user.thread)
+    assert stranger.click("Accept", wait=False) == 200
+    fake.wait_for(lambda f: any(m.ephemeral_to == OTHER_USER for m in f.ephemerals()))
+    note = next(m for m in fake.ephemerals() if m.ephemeral_to == OTHER_USER)
+    assert f"Only <@{USER_ID}>" in note.text
+    time.sleep(0.3)
+    assert stored_answers(user) == before
+    assert buttons_of(now_shown(user, offer)) == ["Accept", "Re-answer"]
+
+
+def test_a_proposal_too_long_for_a_button_is_kept_by_the_bot(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(reading("static", "Logged. " * 300))  # the reason is clipped to 300
+    user.reply("we have logs of past chats")
+    (offer,) = proposals(user)
+    outbox: Outbox = user.bot.service.outbox
+    held = outbox.proposal_posted_as(user.key, offer.ts)
+    assert held is not None and held.reply_text == "static"
+    # A long proposal (tool schemas) would not fit the button: the bot answers from its copy.
+    long = Proposal(held.step_id, held.reply_text, held.shown, "x" * 2_100)
+    assert len(long.to_json()) > 2_000
+    accept = proposal_message(long).blocks[-1]["elements"][0]
+    assert accept["value"] == PROPOSAL_HELD
+    held_click = block_actions(
+        PROPOSAL_ACCEPT, PROPOSAL_HELD, message_ts=offer.ts, message=offer.to_slack()
+    )
+    count = len(user.bot_messages())
+    assert user.bot.dispatch(held_click) == 200
+    user.fake.wait_for(lambda f: len(user.bot_messages()) > count)
+    user.settle()
+    assert stored_answers(user)["replayable"] == "static"
+
+
+@pytest.mark.parametrize(
+    "failure", [Scripted.error(429), Scripted.text("not json {")], ids=["429", "malformed"]
+)
+def test_a_model_failure_gives_the_plain_question_with_one_note(
+    user: SlackUser, model: FakeOpenAI, failure: Scripted
+) -> None:
+    before = stored_answers(user)
+    model.script(failure)
+
+    user.reply("we have logs of past chats")
+
+    assert stored_answers(user) == before
+    assert proposals(user) == []
+    texts = [m.text for m in user.bot_messages()]
+    notes = [t for t in texts if "The assistant could not help this time" in t]
+    assert len(notes) == 1
+    assert "Only logged or static scenarios" in user.open_question().text
+
+
+def test_with_no_model_configured_a_question_is_just_an_invalid_answer(
+    make_bot: BotFactory, model: FakeOpenAI
+) -> None:
+    user = SlackUser(make_bot())
+    user.command()
+    user.reply("what does static mean?")
+    assert model.requests == []
+    assert proposals(user) == []
+    assert "The assistant" not in " ".join(m.text for m in user.bot_messages())
