@@ -141,9 +141,13 @@ def run_serve_command(args: argparse.Namespace) -> int:
     configure_logging()
     try:
         settings = load_settings()
-        assistant = assistant_from_environment(os.environ)
     except SettingsError as error:
         print(error, file=sys.stderr)
+        return 2
+    try:
+        assistant = assistant_from_environment(os.environ)  # None: no ARTBOT_LLM_MODEL
+    except SettingsError as error:
+        print(f"Cannot start artbot: the assistant's settings: {error}", file=sys.stderr)
         return 2
     try:
         service = build_service(settings, assistant=assistant)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from assistant import Assistant, Proposal
+from assistant import Assistant, Proposal, read_confirmation
 from bot.blocks import (
     PROPOSAL_ACCEPT,
     PROPOSAL_HELD,
@@ -192,6 +192,8 @@ class WizardService:
                     key, turn_effects(begin(FLOWS[stored.session.flow], stored.session))
                 )
                 return
+            if self._decided_in_text(key, stored, incoming.reply):
+                return
             turn = self._advance_and_save(key, stored, incoming.reply, user=incoming.user)
         if turn is None:
             return
@@ -313,23 +315,52 @@ class WizardService:
             return
         if action != PROPOSAL_ACCEPT:
             with self._locks.hold(key):
-                stored = self.store.get(key) or stored
-                again = begin(FLOWS[stored.session.flow], stored.session)
-                self.outbox.enqueue(
-                    key,
-                    [Retire(PROPOSAL_STEP, "Not used: answer again below"), *turn_effects(again)],
-                )
+                self._reanswer(key, self.store.get(key) or stored)
             return
         proposal = self._proposal_in(key, value, message_ts)
         if proposal is None:
             self.poster.ephemeral(
-                client, key, user, "That button does not carry a proposal of mine: not used."
+                client,
+                key,
+                user,
+                "That button does not carry a proposal I can use (forged, or too old): "
+                "not used. Answer the question in the thread.",
             )
             return
         with self._locks.hold(key):
-            stored = self.store.get(key) or stored
-            accepted = Retire(PROPOSAL_STEP, f"Accepted: {proposal.shown}")
-            self._advance_and_save(key, stored, proposal.as_reply(), first=[accepted])
+            self._accept(key, self.store.get(key) or stored, proposal)
+
+    def _decided_in_text(self, key: SessionKey, stored: StoredSession, reply: Reply) -> bool:
+        """`yes` / `no` typed under the thread's newest live proposal: its Accept / Re-answer
+        (as in `artbot chat`). False when the reply is something else: a reply of its own."""
+        if self.assistant is None or reply.value is not None or reply.attachments:
+            return False
+        decision = read_confirmation(reply.text)
+        if decision is None:
+            return False
+        live = self.records.live_questions(key, PROPOSAL_STEP)
+        proposal = self.outbox.proposal_posted_as(key, live[-1].ts) if live else None
+        if proposal is None:
+            return False
+        if decision:
+            self._accept(key, stored, proposal)
+        else:
+            self._reanswer(key, stored)
+        return True
+
+    def _accept(self, key: SessionKey, stored: StoredSession, proposal: Proposal) -> None:
+        """The proposal through the engine exactly as if typed (refused there as stale when its
+        question has moved on); the proposals lose their buttons. The thread's lock is held."""
+        accepted = Retire(PROPOSAL_STEP, f"Accepted: {proposal.shown}")
+        self._advance_and_save(key, stored, proposal.as_reply(), first=[accepted])
+
+    def _reanswer(self, key: SessionKey, stored: StoredSession) -> None:
+        """The proposals lose their buttons and the open question is asked again. The thread's
+        lock is held."""
+        again = begin(FLOWS[stored.session.flow], stored.session)
+        self.outbox.enqueue(
+            key, [Retire(PROPOSAL_STEP, "Not used: answer again below"), *turn_effects(again)]
+        )
 
     def _proposal_in(self, key: SessionKey, value: str, message_ts: str | None) -> Proposal | None:
         """The proposal an Accept button carries, or its message offered when it was too long

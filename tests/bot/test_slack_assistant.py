@@ -6,8 +6,12 @@ loopback, the fake Slack, a real database."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +22,7 @@ from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.fakes.slack_api import FakeSlack, Message
 from tests.fakes.slack_requests import block_actions
-from tests.fakes.workspace import USER_ID
+from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET, USER_ID
 from tests.flows.matrix import MATH_ROWS
 
 ROWS = "\n".join(json.dumps(row) for row in MATH_ROWS)
@@ -88,6 +92,11 @@ def now_shown(user: SlackUser, offer: Message) -> Message:
     return message
 
 
+def accept_value(offer: Message) -> str:
+    actions = next(b for b in offer.blocks or [] if b.get("type") == "actions")
+    return str(actions["elements"][0]["value"])
+
+
 def buttons_of(message: Message) -> list[str]:
     return [
         element["text"]["text"]
@@ -154,6 +163,49 @@ def test_re_answer_stores_nothing_and_asks_the_question_again(
     assert len(user.bot_messages()) == posted + 1  # the question, asked again
     again = user.bot_messages()[-1]
     assert again.ts != offer.ts and "Only logged or static scenarios" in buttons_of(again)[1]
+
+
+def test_a_late_accept_after_the_question_was_answered_changes_nothing(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(reading("static", "Logged conversations are static."))
+    user.reply("we have logs of past chats")
+    (offer,) = proposals(user)
+    user.reply("1")  # answered by typing option 1 ("yes") instead
+    assert buttons_of(now_shown(user, offer)) == []  # the next question superseded it
+    answers = stored_answers(user)
+    assert answers["replayable"] == "yes"
+
+    late = block_actions(
+        PROPOSAL_ACCEPT,
+        Proposal.from_json(accept_value(offer)).to_json(),
+        message_ts=offer.ts,
+        message=offer.to_slack(),
+    )
+    count = len(user.bot_messages())
+    assert user.bot.dispatch(late) == 200
+    user.fake.wait_for(lambda f: len(user.bot_messages()) > count)
+    user.settle()
+
+    assert stored_answers(user) == answers  # the engine refused it as stale
+    said = [m.text for m in user.bot_messages()[count:]]
+    assert "That button belongs to an earlier question" in said[0]
+    assert len(model.requests) == 1
+
+
+@pytest.mark.parametrize(("typed", "stored"), [("yes", "static"), ("no", None)])
+def test_yes_or_no_typed_under_a_proposal_work_as_its_buttons(
+    user: SlackUser, model: FakeOpenAI, typed: str, stored: str | None
+) -> None:
+    model.script(reading("static", "Logged conversations are static."))
+    user.reply("we have logs of past chats")
+    (offer,) = proposals(user)
+
+    user.reply(typed)  # "yes" is also one of the question's values: the proposal wins
+
+    assert stored_answers(user).get("replayable") == stored
+    assert buttons_of(now_shown(user, offer)) == []
+    assert len(model.requests) == 1
 
 
 def test_a_forged_accept_and_a_stranger_s_click_are_refused(
@@ -227,6 +279,31 @@ def test_a_model_failure_gives_the_plain_question_with_one_note(
     notes = [t for t in texts if "The assistant could not help this time" in t]
     assert len(notes) == 1
     assert "Only logged or static scenarios" in user.open_question().text
+
+
+def test_artbot_serve_refuses_to_start_with_bad_assistant_settings(
+    fake: FakeSlack, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "ARTBOT_"))}
+    env |= {
+        "SLACK_BOT_TOKEN": BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": fake.base_url,
+        "ARTBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'artbot.db'}",
+        "ARTBOT_LLM_MODEL": "gpt-test",
+        "ARTBOT_LLM_TIMEOUT_S": "0",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "artbot.cli", "serve", "--host", "127.0.0.1", "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Cannot start artbot: the assistant's settings:" in result.stderr
+    assert "ARTBOT_LLM_TIMEOUT_S" in result.stderr
+    assert fake.calls() == []  # stopped before anything talked to Slack
 
 
 def test_with_no_model_configured_a_question_is_just_an_invalid_answer(
