@@ -9,10 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.orm import Session as OrmSession
 
-from bot.blocks import text_message
+from assistant import Proposal
+from bot.blocks import PROPOSAL_STEP, proposal_message, text_message
 from bot.migrations import BOT_DATABASE
 from bot.outbox import Outbox
-from bot.thread_effects import Ask, Post, Retire
+from bot.slack_records import SlackRecords
+from bot.thread_effects import Ask, Offer, Post, Retire
 from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage import migrations
 from storage.database import create_database_engine
@@ -126,3 +128,25 @@ def test_a_turn_and_what_it_says_are_saved_together_or_not_at_all(
     assert stored is not None and stored.session == turn.session
     assert outbox.depth() == 2
     store.close()
+
+
+def test_a_proposal_is_kept_whole_and_remembered_once_posted(
+    outbox: Outbox, database: Database
+) -> None:
+    proposal = Proposal("tools", '[{"type": "function"}]' * 200, "3 tools", "read from the code")
+    assert len(proposal.to_json()) > 2_000  # too long for a button: Accept says "held"
+    offer = Offer(proposal, proposal_message(proposal))
+    outbox.enqueue(A, [offer])
+
+    claimed = outbox.claim(A, LEASE)
+    assert claimed is not None and claimed.effect == offer
+    assert outbox.proposal_posted_as(A, "1700000000.000500") is None  # not posted yet
+    outbox.delivered(claimed, "1700000000.000500")
+
+    assert outbox.proposal_posted_as(A, "1700000000.000500") == proposal
+    assert outbox.proposal_posted_as(B, "1700000000.000500") is None  # another thread's ts
+    records = SlackRecords(create_database_engine(database.url), schema=database.schema)
+    (live,) = records.live_questions(A, PROPOSAL_STEP)
+    assert live.ts == "1700000000.000500" and live.text == proposal.text
+    assert records.live_questions(A, "tools") == []  # not the question's own message
+    records.close()
