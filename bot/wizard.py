@@ -230,7 +230,9 @@ class WizardService:
         """Compare-and-set: a save that lost a race reloads and applies the reply to what won.
         What the turn says (after `first`) is queued in the outbox, with the session when it
         changed. Given `user`, a typed reply goes to the assistant first (once: a retry after a
-        lost race is the engine's alone), and its proposal is posted for the user to accept."""
+        lost race is the engine's alone), and its proposal is posted for the user to accept.
+        What the assistant says without changing the session counts only if the session was not
+        saved meanwhile (else it may be about a question that is gone: a lost race too)."""
         consult = self.assistant is not None and user is not None and reply.value is None
         for _ in range(SAVE_ATTEMPTS):
             session = stored.session
@@ -238,6 +240,7 @@ class WizardService:
                 return None  # a double click on a question already answered with that value
             flow = FLOWS[session.flow]
             proposal: Proposal | None = None
+            asked_model = consult
             if consult and self.assistant is not None and user is not None:
                 consult = False
                 assisted = self.assistant.respond(flow, session, reply, user)
@@ -248,6 +251,14 @@ class WizardService:
             if proposal is not None:
                 effects.append(Offer(proposal, proposal_message(proposal)))
             if turn.session == session:  # nothing changed: nothing to save
+                if asked_model and self._moved_on(key, session):
+                    # Saved meanwhile (the model took a while): what it said is about a
+                    # question that may be gone. The engine alone reads the reply again.
+                    reloaded = self.store.get(key)
+                    if reloaded is None:
+                        return None
+                    stored = reloaded
+                    continue
                 self.outbox.enqueue(key, effects)
                 return turn
             try:
@@ -270,6 +281,11 @@ class WizardService:
                 return expired
         log.warning("gave up saving %s after %d races", key, SAVE_ATTEMPTS)
         return None
+
+    def _moved_on(self, key: SessionKey, session: Session) -> bool:
+        """Has the stored session changed since `session` was read?"""
+        now = self.store.get(key)
+        return now is None or now.session.revision != session.revision
 
     def _saying(self, key: SessionKey, turn: Turn) -> AlsoWrite:
         """Queue what `turn` says in the thread, in the transaction that saves it."""

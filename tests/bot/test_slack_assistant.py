@@ -10,14 +10,18 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from assistant import Proposal
+from assistant import Assistant, ChatModel, Completion, Proposal
+from assistant.model import ChatMessage
 from bot.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
 from bot.outbox import Outbox
+from flows import TRAIN_RL, Reply, advance
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.fakes.slack_api import FakeSlack, Message
@@ -260,6 +264,47 @@ def test_a_proposal_too_long_for_a_button_is_kept_by_the_bot(
     user.fake.wait_for(lambda f: len(user.bot_messages()) > count)
     user.settle()
     assert stored_answers(user)["replayable"] == "static"
+
+
+@dataclass(frozen=True)
+class SavedMeanwhile:
+    """The real model, but another reply of the owner is saved while it thinks (the race a
+    slow model call makes likely)."""
+
+    model: ChatModel
+    user: SlackUser
+    answer: str
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        max_tokens: int,
+    ) -> Completion:
+        service = self.user.bot.service
+        stored = service.store.get(self.user.key)
+        assert stored is not None
+        answered = advance(TRAIN_RL, stored.session, Reply(text=self.answer)).session
+        service.store.save(self.user.key, answered, expected_revision=stored.session.revision)
+        return self.model.complete(messages, schema=schema, max_tokens=max_tokens)
+
+
+def test_after_a_lost_race_the_reply_goes_to_the_engine_alone(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    service = user.bot.service
+    assert service.assistant is not None
+    racing = SavedMeanwhile(service.assistant.model, user, "static")
+    service.assistant = Assistant(racing, service.assistant.budget)
+    model.script(reading("yes", "Replayable."))
+
+    user.reply("we can replay them")
+
+    assert len(model.requests) == 1  # not asked again for the session that won
+    assert stored_answers(user)["replayable"] == "static"  # what won the race stays
+    assert proposals(user) == []  # the reading was for a question that moved on
+    assert user.asked() == "turns"
 
 
 @pytest.mark.parametrize(
