@@ -57,7 +57,7 @@ def test_a_tool_file_is_offered_as_schemas_and_stored_when_accepted(
         "search_inbox",
         "read_email",
     ]
-    assert open_step(stored) == "tool_execution"
+    assert open_step(stored) == "final_answer_tool"  # asked once the tools are known
 
 
 def test_pasted_tool_code_is_offered_too(assistant: Assistant) -> None:

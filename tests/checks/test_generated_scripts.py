@@ -131,7 +131,9 @@ def test_every_variant_passes_dryrun(rendered: dict[str, Path], name: str, tmp_p
     assert report.ok, report.format()
     # ServerlessBackend scripts run in their own PEP 723 environment (built once, cached);
     # LocalBackend's block needs the GPU stack, so those run in artbot's.
-    assert report.own_environment == ("serverless" in name or name == "runner-files")
+    assert report.own_environment == (
+        "serverless" in name or name in ("runner-files", "http-final-answer")
+    )
     assert report.steps_trained >= 1
     assert report.rollouts > 0 and report.reward_min is not None and report.reward_max is not None
     assert report.reward_max > report.reward_min  # something to learn from
