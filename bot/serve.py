@@ -8,14 +8,12 @@ $PORT. Socket Mode: Bolt's Socket Mode client talks to Slack, and uvicorn serves
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -32,6 +30,7 @@ from bot.log_fields import configure_logging
 from bot.settings import SettingsError, load_settings
 from bot.web import EVENTS_PATH, BotWeb
 from bot.wizard import WizardService
+from runner.uvicorn_server import GracefulServer
 from storage import migrations
 from storage.database import database_problem
 
@@ -47,25 +46,6 @@ def web_for(
     """The ASGI app: Bolt at /slack/events unless in Socket Mode (`socket_connected` given)."""
     health = HealthCheck(service.store, socket_connected)
     return BotWeb(health, app.metrics, app if socket_connected is None else None)
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, minus re-raising SIGTERM/SIGINT once it has shut down: that would kill
-    the process before the bot stops its threads and closes its database."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {
-            sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def _config(web: BotWeb, host: str, port: int) -> uvicorn.Config:
@@ -89,7 +69,7 @@ class BotServer:
     thread."""
 
     def __init__(self, web: BotWeb, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server = _Server(_config(web, host, port))
+        self._server = GracefulServer(_config(web, host, port))
         self._thread = threading.Thread(target=self._server.run, name="bot-http", daemon=True)
         self.port = 0
 
@@ -192,7 +172,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         else:
             web = web_for(app, service)
             log.info("artbot serving HTTP on %s:%d%s", args.host, port, EVENTS_PATH)
-        _Server(_config(web, args.host, port)).run()
+        GracefulServer(_config(web, args.host, port)).run()
     except KeyboardInterrupt:
         pass
     finally:

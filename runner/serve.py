@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import uvicorn
@@ -25,6 +23,7 @@ from runner.migrations import RUNNER_DATABASE
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
 from runner.store import JobStore
+from runner.uvicorn_server import GracefulServer
 from storage import migrations
 from storage.database import DatabaseUrlError, database_problem
 
@@ -106,30 +105,11 @@ def serve(host: str | None = None, port: int | None = None) -> int:
             log_config=None,  # uvicorn's records go to the root handler and its filters
             timeout_graceful_shutdown=5,
         )
-        _GracefulServer(config).run()
+        GracefulServer(config).run()
     finally:
         service.stop()
         service.store.close()
     return EXIT_OK
-
-
-class _GracefulServer(uvicorn.Server):
-    """uvicorn's server, minus re-raising SIGTERM/SIGINT once it has shut down: that would kill
-    the process before the runner stops its threads and closes its database."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {
-            sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def _safe_url(url: str) -> str:

@@ -42,6 +42,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "assistant",
         "runner.client",
         "runner.schemas",
+        "runner.uvicorn_server",
     ),
     "artbot": OURS,
 }
