@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, Index, Integer, String, Text, delete, select
+from sqlalchemy import Engine, Index, Integer, Select, String, Text, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
@@ -122,12 +122,7 @@ class SlackRecords(SqlStore):
     def open_questions(self, key: SessionKey, step_id: str | None) -> list[QuestionMessage]:
         """Messages that asked `step_id` (None: anything) and still show their buttons; marks
         them answered."""
-        query = select(QuestionMessage).where(
-            QuestionMessage.team == key.team,
-            QuestionMessage.channel == key.channel,
-            QuestionMessage.thread == key.thread,
-            QuestionMessage.answered == 0,
-        )
+        query = _unanswered(key)
         if step_id is not None:
             query = query.where(QuestionMessage.step_id == step_id)
         with self._transaction() as orm:
@@ -142,12 +137,7 @@ class SlackRecords(SqlStore):
         """Messages of the thread that asked `step_id` (None: anything but `keep`) and still
         show their buttons, oldest first. Unlike `open_questions`, marks nothing: the outbox
         marks each one retired once Slack has updated it."""
-        query = select(QuestionMessage).where(
-            QuestionMessage.team == key.team,
-            QuestionMessage.channel == key.channel,
-            QuestionMessage.thread == key.thread,
-            QuestionMessage.answered == 0,
-        )
+        query = _unanswered(key)
         if step_id is not None:
             query = query.where(QuestionMessage.step_id == step_id)
         elif keep is not None:
@@ -202,3 +192,13 @@ def _ts_order(ts: str) -> tuple[int, int]:
     """Slack timestamps in time order (as strings, "9.1" would sort after "10.1")."""
     seconds, _, micros = ts.partition(".")
     return (int(seconds), int(micros)) if seconds.isdigit() and micros.isdigit() else (0, 0)
+
+
+def _unanswered(key: SessionKey) -> Select[QuestionMessage]:
+    """The thread's question messages that still show their buttons."""
+    return select(QuestionMessage).where(
+        QuestionMessage.team == key.team,
+        QuestionMessage.channel == key.channel,
+        QuestionMessage.thread == key.thread,
+        QuestionMessage.answered == 0,
+    )

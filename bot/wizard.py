@@ -316,15 +316,8 @@ class WizardService:
         """Accept (the proposal goes through the engine exactly as if typed, stale question
         checked there) or Re-answer (the open question again), for the owner only. Both take
         the proposals' buttons away."""
-        if delivery_id is not None and not self.records.first_delivery(delivery_id):
-            return
-        stored = self.store.get(key)
+        stored = self._clicked_by_owner(client, key, user, delivery_id, "answer this wizard")
         if stored is None:
-            return
-        if stored.owner != user:
-            self.poster.ephemeral(
-                client, key, user, f"Only <@{stored.owner}> can answer this wizard."
-            )
             return
         if stored.expired:
             self.poster.post_text(client, key, EXPIRED)
@@ -388,21 +381,35 @@ class WizardService:
         except ValueError:
             return None
 
+    def _clicked_by_owner(
+        self,
+        client: WebClient,
+        key: SessionKey,
+        user: str,
+        delivery_id: str | None,
+        what: str,
+    ) -> StoredSession | None:
+        """The session a button click acts on; None for a repeated delivery, a thread with no
+        wizard, or someone other than its owner (told, to them alone, that only the owner can
+        `what`)."""
+        if delivery_id is not None and not self.records.first_delivery(delivery_id):
+            return None
+        stored = self.store.get(key)
+        if stored is None:
+            return None
+        if stored.owner != user:
+            self.poster.ephemeral(client, key, user, f"Only <@{stored.owner}> can {what}.")
+            return None
+        return stored
+
     # -- the result buttons --
 
     def result_action(
         self, client: WebClient, key: SessionKey, user: str, action: str, delivery_id: str | None
     ) -> None:
         """Approve and run / Edit an answer / Regenerate / Cancel, for the owner only."""
-        if delivery_id is not None and not self.records.first_delivery(delivery_id):
-            return
-        stored = self.store.get(key)
+        stored = self._clicked_by_owner(client, key, user, delivery_id, "do that in this wizard")
         if stored is None:
-            return
-        if stored.owner != user:
-            self.poster.ephemeral(
-                client, key, user, f"Only <@{stored.owner}> can do that in this wizard."
-            )
             return
         if action == "result_edit":
             self.handle(client, Incoming(key, user, Reply(text="edit"), None))
