@@ -8,9 +8,10 @@ records the ts of the message it posted.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -93,6 +94,25 @@ class Claimed:
     """An earlier attempt died mid-call: Slack may have its message already."""
 
 
+@dataclass
+class Settlement:
+    """What one drain of a thread came to, written in one transaction (`Outbox.settle`)."""
+
+    key: SessionKey
+    delivered: list[tuple[Claimed, str | None]] = field(default_factory=list)
+    """Done, with the ts of the message each posted (a question's is remembered)."""
+    given_up: list[tuple[Claimed, str]] = field(default_factory=list)
+    """Refused by Slack for good, and why: the thread's later effects go on without them."""
+    retired: list[str] = field(default_factory=list)
+    """Question messages (their ts) that lost their buttons."""
+    retry: tuple[Claimed, timedelta, str, bool] | None = None
+    """The effect that failed this time: try it again after the delay; the error; whether Slack
+    may have its message all the same (in doubt)."""
+    untried: list[Claimed] = field(default_factory=list)
+    """Claimed but not attempted (behind a failure, or the worker stopping): due now again, as
+    if never claimed."""
+
+
 # ---- the store -----------------------------------------------------------------------------
 
 
@@ -104,13 +124,13 @@ class Outbox(SqlStore):
         self, engine: Engine, *, clock: Callable[[], datetime] = utc_now, schema: str | None = None
     ) -> None:
         super().__init__(engine, clock=clock, schema=schema)
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[SessionKey], None]] = []
 
     # -- writing --
 
     def add(self, orm: OrmSession, key: SessionKey, effects: Iterable[ThreadEffect]) -> None:
-        """Queue `effects` for the thread `key` in the open transaction `orm`; call `notify`
-        once it has committed."""
+        """Queue `effects` for the thread `key` in the open transaction `orm`; call
+        `notify(key)` once it has committed."""
         now = self._clock()
         for effect in effects:
             orm.add(_row(key, effect, now))
@@ -121,19 +141,20 @@ class Outbox(SqlStore):
             return
         with self._transaction() as orm:
             self.add(orm, key, effects)
-        self.notify()
+        self.notify(key)
 
-    def subscribe(self, listener: Callable[[], None]) -> None:
-        """Call `listener` whenever something was queued (a worker's wake-up)."""
+    def subscribe(self, listener: Callable[[SessionKey], None]) -> None:
+        """Call `listener(key)` whenever something was queued for the thread `key`, from the
+        thread that queued it (the worker delivers it there and then)."""
         self._listeners.append(listener)
 
-    def unsubscribe(self, listener: Callable[[], None]) -> None:
+    def unsubscribe(self, listener: Callable[[SessionKey], None]) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
 
-    def notify(self) -> None:
+    def notify(self, key: SessionKey) -> None:
         for listener in list(self._listeners):
-            listener()
+            listener(key)
 
     # -- reading --
 
@@ -182,83 +203,105 @@ class Outbox(SqlStore):
 
     # -- delivering --
 
-    def claim(self, key: SessionKey, lease: timedelta) -> Claimed | None:
-        """The thread's oldest pending effect if it is due, claimed for `lease` (no other worker
-        takes it meanwhile); None if there is none, it is not due, or another worker has it."""
+    def claim(self, key: SessionKey, lease: timedelta, limit: int = 1) -> list[Claimed]:
+        """The thread's oldest pending effects (up to `limit`, in order) if the oldest is due,
+        claimed for `lease` (no other worker takes them meanwhile); none if there are none, the
+        oldest is not due, or another worker has them."""
         now = self._clock()
-        with self._transaction() as orm:
-            head = orm.scalars(
-                select(OutboxRow).where(_in(key), _pending()).order_by(OutboxRow.id).limit(1)
-            ).first()
-            if head is None or head.next_attempt_at > now:
-                return None
-            claimed = Claimed(
-                head.id, key, _effect(head), head.attempts + 1, in_doubt=bool(head.in_doubt)
-            )
-            taken = orm.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id == head.id, OutboxRow.attempts == head.attempts)
-                .values(next_attempt_at=now + lease, attempts=head.attempts + 1, in_doubt=1)
-                .execution_options(synchronize_session=False)
-            )
-            return claimed if _rowcount(taken) == 1 else None
-
-    def delivered(self, claimed: Claimed, ts: str | None) -> None:
-        """Done: record the posted message's ts; a question is remembered in the same
-        transaction, so a later Retire of the thread finds it."""
-        with self._transaction() as orm:
-            orm.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id == claimed.id)
-                .values(delivered_at=self._clock(), ts=ts, in_doubt=0, error=None)
-                .execution_options(synchronize_session=False)
-            )
-            effect = claimed.effect
-            if isinstance(effect, Ask | Offer) and ts:
-                key = claimed.key
-                step_id, text = (
-                    (effect.step_id, effect.text)
-                    if isinstance(effect, Ask)
-                    else (PROPOSAL_STEP, effect.proposal.text)
-                )
-                orm.merge(
-                    QuestionMessage(
-                        team=key.team,
-                        channel=key.channel,
-                        thread=key.thread,
-                        ts=ts,
-                        step_id=step_id,
-                        text=text,
+        try:
+            with self._transaction() as orm:
+                rows = list(
+                    orm.scalars(
+                        select(OutboxRow)
+                        .where(_in(key), _pending())
+                        .order_by(OutboxRow.id)
+                        .limit(limit)
                     )
                 )
+                due = list(itertools.takewhile(lambda row: row.next_attempt_at <= now, rows))
+                if not due:
+                    return []
+                claimed = [
+                    Claimed(
+                        row.id, key, _effect(row), row.attempts + 1, in_doubt=bool(row.in_doubt)
+                    )
+                    for row in due
+                ]
+                taken = orm.execute(
+                    update(OutboxRow)
+                    .where(OutboxRow.id.in_([row.id for row in due]), _pending())
+                    .where(OutboxRow.next_attempt_at <= now)
+                    .values(
+                        next_attempt_at=now + lease, attempts=OutboxRow.attempts + 1, in_doubt=1
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+                if _rowcount(taken) != len(due):  # another worker took some: leave them all to it
+                    raise _TakenMeanwhile
+                return claimed
+        except _TakenMeanwhile:
+            return []
+
+    def settle(self, settlement: Settlement) -> None:
+        """Record what a drain came to, in one transaction: delivered effects with their ts (a
+        question remembered, so a later Retire finds it), refusals, the question messages that
+        lost their buttons, the failure to try again, and what was claimed but not tried."""
+        now = self._clock()
+        key = settlement.key
+        with self._transaction() as orm:
+            for claimed, ts in settlement.delivered:
+                _mark(orm, claimed, delivered_at=now, ts=ts, in_doubt=0, error=None)
+                question = question_asked(claimed, ts)
+                if question is not None:
+                    orm.merge(question)
+            for claimed, refused in settlement.given_up:
+                _mark(orm, claimed, delivered_at=now, in_doubt=0, error=refused[:200])
+            if settlement.retired:
+                orm.flush()  # a question asked in this drain may have lost its buttons in it
+                orm.execute(
+                    update(QuestionMessage)
+                    .where(
+                        QuestionMessage.team == key.team,
+                        QuestionMessage.channel == key.channel,
+                        QuestionMessage.thread == key.thread,
+                        QuestionMessage.ts.in_(settlement.retired),
+                    )
+                    .values(answered=1)
+                    .execution_options(synchronize_session=False)
+                )
+            if settlement.retry is not None:
+                claimed, delay, error, in_doubt = settlement.retry
+                _mark(
+                    orm,
+                    claimed,
+                    next_attempt_at=now + delay,
+                    in_doubt=int(in_doubt),
+                    error=error[:200],
+                )
+            for claimed in settlement.untried:
+                _mark(
+                    orm,
+                    claimed,
+                    next_attempt_at=now,
+                    attempts=claimed.attempts - 1,
+                    in_doubt=int(claimed.in_doubt),
+                )
+
+    def delivered(self, claimed: Claimed, ts: str | None) -> None:
+        """Done: record the posted message's ts (a question is remembered with it)."""
+        self.settle(Settlement(claimed.key, delivered=[(claimed, ts)]))
 
     def retry_later(
         self, claimed: Claimed, delay: timedelta, error: str, *, in_doubt: bool = False
     ) -> None:
         """The attempt failed: try again after `delay`. `in_doubt`: Slack may have its message
         all the same (the next attempt looks for it first)."""
-        with self._transaction() as orm:
-            orm.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id == claimed.id)
-                .values(
-                    next_attempt_at=self._clock() + delay,
-                    in_doubt=int(in_doubt),
-                    error=error[:200],
-                )
-                .execution_options(synchronize_session=False)
-            )
+        self.settle(Settlement(claimed.key, retry=(claimed, delay, error, in_doubt)))
 
     def give_up(self, claimed: Claimed, error: str) -> None:
         """Slack refuses this effect for good (an archived channel, a deleted message): the
         thread's later effects go on without it."""
-        with self._transaction() as orm:
-            orm.execute(
-                update(OutboxRow)
-                .where(OutboxRow.id == claimed.id)
-                .values(delivered_at=self._clock(), in_doubt=0, error=error[:200])
-                .execution_options(synchronize_session=False)
-            )
+        self.settle(Settlement(claimed.key, given_up=[(claimed, error)]))
 
     def release_claims(self) -> int:
         """Make effects claimed by a worker that is gone (an earlier process) due now. Only for
@@ -279,6 +322,34 @@ class Outbox(SqlStore):
                 delete(OutboxRow).where(OutboxRow.delivered_at < self._clock() - older_than)
             )
             return _rowcount(result)
+
+
+class _TakenMeanwhile(Exception):
+    """Another worker claimed some of the rows between the read and the update."""
+
+
+def _mark(orm: OrmSession, claimed: Claimed, **values: Any) -> None:
+    orm.execute(
+        update(OutboxRow)
+        .where(OutboxRow.id == claimed.id)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def question_asked(claimed: Claimed, ts: str | None) -> QuestionMessage | None:
+    """The question message a delivered Ask or Offer posted, to remember."""
+    effect, key = claimed.effect, claimed.key
+    if not ts or not isinstance(effect, Ask | Offer):
+        return None
+    step_id, text = (
+        (effect.step_id, effect.text)
+        if isinstance(effect, Ask)
+        else (PROPOSAL_STEP, effect.proposal.text)
+    )
+    return QuestionMessage(
+        team=key.team, channel=key.channel, thread=key.thread, ts=ts, step_id=step_id, text=text
+    )
 
 
 def _pending() -> Any:

@@ -1,6 +1,12 @@
 """Delivers the outbox to Slack: oldest first and one at a time in each thread, threads in
 parallel, retrying with backoff until Slack takes each effect or refuses it for good.
 
+The fast path: the listener that committed a turn delivers its effects itself, right after the
+commit (`deliver_now`); the worker's own loop takes what that could not (a retry's backoff, an
+earlier process's leftovers, a thread another drain holds). A drain claims a thread's due
+effects in one transaction, carries them out in order and records what came of them in one more
+(`Outbox.settle`).
+
 Exactly once: a post carries its outbox id in Slack's message metadata. An attempt that died
 mid-call (the process was killed while Slack was answering) leaves its row in doubt, and the
 next attempt first looks for that id in the thread (conversations.replies) instead of posting
@@ -20,8 +26,8 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
-from bot.outbox import Claimed, Outbox
-from bot.slack_records import SlackRecords
+from bot.outbox import Claimed, Outbox, Settlement, question_asked
+from bot.slack_records import QuestionMessage, SlackRecords
 from bot.thread_effects import Ask, Generate, Offer, Post, Retire
 from storage.sessions import SessionKey
 
@@ -31,6 +37,8 @@ METADATA_EVENT = "artbot_outbox"
 """The event_type of the metadata a delivered post carries: its outbox id."""
 FIRST_BACKOFF = timedelta(seconds=1)
 MAX_BACKOFF = timedelta(minutes=5)
+BATCH = 20
+"""Effects of one thread claimed and settled together."""
 LEASE = timedelta(minutes=2)
 """How long a claim keeps other workers off an effect: longer than the client's own retries."""
 TRANSIENT_ERRORS = frozenset(
@@ -78,6 +86,9 @@ class OutboxWorker:
         self._poll_s = poll_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="outbox")
         self._busy: set[SessionKey] = set()
+        """Threads a drain is delivering (one drain per thread)."""
+        self._again: set[SessionKey] = set()
+        """Busy threads that got effects queued since their drain's last look."""
         self._guard = threading.Lock()
         self._woken = threading.Event()
         self._stop = threading.Event()
@@ -95,7 +106,7 @@ class OutboxWorker:
             released = self.outbox.release_claims()
             if released:
                 log.info("taking over %d outbox effects from an earlier process", released)
-            self.outbox.subscribe(self.wake)
+            self.outbox.subscribe(self.deliver_now)
             self._thread = threading.Thread(target=self._run, name="artbot-outbox", daemon=True)
             self._thread.start()
         return self
@@ -104,7 +115,7 @@ class OutboxWorker:
         """Stop taking effects and wait for the attempts under way."""
         self._stop.set()
         self._woken.set()
-        self.outbox.unsubscribe(self.wake)
+        self.outbox.unsubscribe(self.deliver_now)
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._pool.shutdown(wait=True)
@@ -140,24 +151,59 @@ class OutboxWorker:
             self._pool.submit(self._drain, key)
         return wait
 
-    def _drain(self, key: SessionKey) -> None:
-        """Deliver the thread's effects in order until none is due or one must wait."""
-        try:
-            while not self._stop.is_set():
-                claimed = self.outbox.claim(key, self._lease)
-                if claimed is None or not self._attempt(claimed):
-                    return
-        except Exception:
-            log.exception("delivering the outbox of %s failed", key)
-        finally:
-            with self._guard:
-                self._busy.discard(key)
-            self.wake()  # effects queued for this thread meanwhile
+    def deliver_now(self, key: SessionKey) -> None:
+        """Deliver the thread's effects from the calling thread (the listener that just saved a
+        turn); if another drain has the thread, it takes these too before it ends."""
+        if self._stop.is_set():
+            return
+        with self._guard:
+            if key in self._busy:
+                self._again.add(key)
+                return
+            self._busy.add(key)
+        self._drain(key)
 
-    def _attempt(self, claimed: Claimed) -> bool:
+    def _drain(self, key: SessionKey) -> None:
+        """Deliver the thread's effects until none is due or one must wait, and again while
+        more were queued meanwhile. The caller has put `key` in `_busy`; this takes it out."""
+        while True:
+            try:
+                self._deliver_due(key)
+            except Exception:
+                log.exception("delivering the outbox of %s failed", key)
+                self.wake()  # the loop looks again later
+            with self._guard:
+                again = key in self._again and not self._stop.is_set()
+                self._again.discard(key)
+                if not again:
+                    self._busy.discard(key)
+                    return
+
+    def _deliver_due(self, key: SessionKey) -> None:
+        while not self._stop.is_set():
+            claimed = self.outbox.claim(key, self._lease, limit=BATCH)
+            if not claimed or not self._attempt_all(key, claimed) or len(claimed) < BATCH:
+                return
+
+    def _attempt_all(self, key: SessionKey, claimed: list[Claimed]) -> bool:
+        """Carry out `claimed` in order and settle the lot; True if every one is done with
+        (delivered or given up), False if one must wait (the rest wait behind it)."""
+        drain = _Drain(key)
+        try:
+            for index, effect in enumerate(claimed):
+                if self._stop.is_set() or not self._attempt(effect, drain):
+                    drain.settlement.untried.extend(claimed[index + 1 :])
+                    if self._stop.is_set() and drain.settlement.retry is None:
+                        drain.settlement.untried.insert(0, effect)
+                    return False
+            return True
+        finally:
+            self.outbox.settle(drain.settlement)
+
+    def _attempt(self, claimed: Claimed, drain: _Drain) -> bool:
         """One attempt at `claimed`; True if it is done with (delivered or given up)."""
         try:
-            ts = self._deliver(claimed)
+            ts = self._deliver(claimed, drain)
         except Transient as failure:
             backoff = min(FIRST_BACKOFF * 2 ** (claimed.attempts - 1), MAX_BACKOFF)
             delay = max(backoff, timedelta(seconds=failure.retry_after))
@@ -168,49 +214,53 @@ class OutboxWorker:
                 failure.error,
                 delay.total_seconds(),
             )
-            self.outbox.retry_later(claimed, delay, failure.error, in_doubt=failure.unsure)
+            drain.settlement.retry = (claimed, delay, failure.error, failure.unsure)
             with self._guard:
                 self.retried += 1
             if self._on_retry is not None:
                 self._on_retry()
+            self.wake()  # the loop tries it again once due
             return False
         except SlackApiError as error:
             refused = str(error.response.get("error") or "refused")
             log.error("outbox %d for %s: Slack refused it: %s", claimed.id, claimed.key, refused)
-            self.outbox.give_up(claimed, refused)
+            drain.settlement.given_up.append((claimed, refused))
             with self._guard:
                 self.given_up += 1
             return True
-        self.outbox.delivered(claimed, ts)
+        drain.delivered(claimed, ts)
         with self._guard:
             self.delivered += 1
         return True
 
     # -- Slack --
 
-    def _deliver(self, claimed: Claimed) -> str | None:
+    def _deliver(self, claimed: Claimed, drain: _Drain) -> str | None:
         """Carry out one effect; the ts of the message posted, if one was. Transient when it
         must be tried again, `unsure` when Slack may have posted its message meanwhile."""
         try:
-            return self._carry_out(claimed)
+            return self._carry_out(claimed, drain)
         except Transient as failure:
             if failure.unsure or not claimed.in_doubt:
                 raise
             raise Transient(failure.error, failure.retry_after, unsure=True) from None
 
-    def _carry_out(self, claimed: Claimed) -> str | None:
+    def _carry_out(self, claimed: Claimed, drain: _Drain) -> str | None:
         key, effect = claimed.key, claimed.effect
         if isinstance(effect, Generate):
             self._generate(self._client, key)  # hands the slow work to the results' executor
             return None
         if isinstance(effect, Retire):
-            for question in self._records.live_questions(key, effect.step_id):
+            for question in drain.live(self._records.live_questions(key, effect.step_id)):
                 self._update(key, question.ts, answered_message(question.text, effect.shown))
+                drain.settlement.retired.append(question.ts)
             return None
         if isinstance(effect, Ask):
             # One live question per thread: any other still offering buttons is superseded.
-            for question in self._records.live_questions(key, keep=RESULT_STEP):
+            live = self._records.live_questions(key, keep=RESULT_STEP)
+            for question in drain.live(live, keep=RESULT_STEP):
                 self._update(key, question.ts, superseded_message(question.text))
+                drain.settlement.retired.append(question.ts)
         assert isinstance(effect, Ask | Offer | Post)
         if claimed.in_doubt:
             posted = self._posted_before(claimed)
@@ -236,7 +286,8 @@ class OutboxWorker:
         return str(response.get("ts") or "") or None
 
     def _update(self, key: SessionKey, ts: str, message: SlackMessage) -> None:
-        """`ts` loses its buttons; a message deleted meanwhile has none to lose."""
+        """`ts` loses its buttons; a message deleted meanwhile has none to lose. (The caller
+        records it retired.)"""
         try:
             _call(
                 lambda: self._client.chat_update(
@@ -248,7 +299,6 @@ class OutboxWorker:
             if error.response.get("error") not in ("message_not_found", "cant_update_message"):
                 raise
             log.warning("question %s in %s is gone: %s", ts, key, error.response.get("error"))
-        self._records.retired(key, ts)
 
     def _posted_before(self, claimed: Claimed) -> str | None:
         """The ts of the message an earlier attempt at `claimed` posted, if Slack has it."""
@@ -273,6 +323,34 @@ class OutboxWorker:
             cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
             if cursor is None:
                 return None
+
+
+class _Drain:
+    """One drain of a thread: what it settles, and the question messages it asked or retired,
+    which the database learns only when the drain is settled."""
+
+    def __init__(self, key: SessionKey) -> None:
+        self.settlement = Settlement(key)
+        self._asked: list[QuestionMessage] = []
+
+    def delivered(self, claimed: Claimed, ts: str | None) -> None:
+        self.settlement.delivered.append((claimed, ts))
+        question = question_asked(claimed, ts)
+        if question is not None:
+            self._asked.append(question)
+
+    def live(
+        self, stored: list[QuestionMessage], step_id: str | None = None, *, keep: str | None = None
+    ) -> list[QuestionMessage]:
+        """`stored` (the database's live questions for `step_id`, or all but `keep`) as they
+        stand in this drain: less those it retired, with those it asked."""
+        asked = [
+            question
+            for question in self._asked
+            if (question.step_id == step_id if step_id is not None else question.step_id != keep)
+        ]
+        retired = set(self.settlement.retired)
+        return [question for question in [*stored, *asked] if question.ts not in retired]
 
 
 def _call(request: Any, *, posting: bool) -> Any:

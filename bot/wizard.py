@@ -157,7 +157,7 @@ class WizardService:
             self.store.create(key, user, turn.session, also=self._saying(key, turn))
         except DuplicateSession:
             return None
-        self.outbox.notify()
+        self.outbox.notify(key)
         return key
 
     # -- replies and clicks --
@@ -268,7 +268,7 @@ class WizardService:
                     expected_revision=session.revision,
                     also=lambda orm, effects=effects: self.outbox.add(orm, key, effects),
                 )
-                self.outbox.notify()
+                self.outbox.notify(key)
                 return turn
             except StaleSession:
                 reloaded = self.store.get(key)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session as OrmSession
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, proposal_message, text_message
 from bot.migrations import BOT_DATABASE
-from bot.outbox import Outbox
+from bot.outbox import Claimed, Outbox, Settlement
 from bot.slack_records import SlackRecords
 from bot.thread_effects import Ask, Offer, Post, Retire
 from flows import TRAIN_RL, Reply, Session, advance, begin
@@ -24,6 +24,10 @@ from tests.bot.conftest import Database
 A = SessionKey("T0", "C0", "1700000000.000100")
 B = SessionKey("T0", "C0", "1700000000.000200")
 LEASE = timedelta(minutes=2)
+
+
+def one(claimed: list[Claimed]) -> Claimed | None:
+    return claimed[0] if claimed else None
 
 
 class Clock:
@@ -54,16 +58,16 @@ def test_effects_come_out_in_order_one_claim_at_a_time(outbox: Outbox) -> None:
     outbox.enqueue(B, [Post(text_message("other thread"))])
     assert outbox.depth() == 4
 
-    claimed = outbox.claim(A, LEASE)
+    claimed = one(outbox.claim(A, LEASE))
     assert claimed is not None and claimed.effect == first and claimed.attempts == 1
-    assert outbox.claim(A, LEASE) is None  # claimed: no second worker takes the thread
-    other = outbox.claim(B, LEASE)
+    assert one(outbox.claim(A, LEASE)) is None  # claimed: no second worker takes the thread
+    other = one(outbox.claim(B, LEASE))
     assert other is not None  # other threads go on meanwhile
     outbox.delivered(claimed, None)
-    after = outbox.claim(A, LEASE)
+    after = one(outbox.claim(A, LEASE))
     assert after is not None and after.effect == second and not after.in_doubt
     outbox.delivered(after, "1700000000.000300")
-    last = outbox.claim(A, LEASE)
+    last = one(outbox.claim(A, LEASE))
     assert last is not None and last.effect == third
     outbox.delivered(last, "1700000000.000400")
     assert [row.ts for row in outbox.rows(A)] == [None, "1700000000.000300", "1700000000.000400"]
@@ -74,19 +78,19 @@ def test_a_failed_attempt_waits_its_backoff_and_a_dead_workers_claim_is_taken_ov
     outbox: Outbox, clock: Clock
 ) -> None:
     outbox.enqueue(A, [Post(text_message("hello"))])
-    claimed = outbox.claim(A, LEASE)
+    claimed = one(outbox.claim(A, LEASE))
     assert claimed is not None
     outbox.retry_later(claimed, timedelta(seconds=30), "ratelimited")
-    assert outbox.claim(A, LEASE) is None
+    assert one(outbox.claim(A, LEASE)) is None
     assert outbox.due_threads(10) == [(A, clock.now + timedelta(seconds=30))]
     clock.now += timedelta(seconds=30)
-    again = outbox.claim(A, LEASE)
+    again = one(outbox.claim(A, LEASE))
     assert again is not None and again.attempts == 2 and not again.in_doubt
 
     # The worker holding it dies: its claim runs until the lease ends, unless taken over.
-    assert outbox.claim(A, LEASE) is None
+    assert one(outbox.claim(A, LEASE)) is None
     assert outbox.release_claims() == 1
-    resumed = outbox.claim(A, LEASE)
+    resumed = one(outbox.claim(A, LEASE))
     assert resumed is not None and resumed.in_doubt  # Slack may have it: look before posting
     outbox.give_up(resumed, "is_archived")
     assert outbox.depth() == 0 and outbox.rows(A)[0].error == "is_archived"
@@ -138,7 +142,7 @@ def test_a_proposal_is_kept_whole_and_remembered_once_posted(
     offer = Offer(proposal, proposal_message(proposal))
     outbox.enqueue(A, [offer])
 
-    claimed = outbox.claim(A, LEASE)
+    claimed = one(outbox.claim(A, LEASE))
     assert claimed is not None and claimed.effect == offer
     assert outbox.proposal_posted_as(A, "1700000000.000500") is None  # not posted yet
     outbox.delivered(claimed, "1700000000.000500")
@@ -150,3 +154,39 @@ def test_a_proposal_is_kept_whole_and_remembered_once_posted(
     assert live.ts == "1700000000.000500" and live.text == proposal.text
     assert records.live_questions(A, "tools") == []  # not the question's own message
     records.close()
+
+
+def test_a_drain_claims_a_threads_due_effects_together_and_settles_them_in_one_go(
+    outbox: Outbox, database: Database, clock: Clock
+) -> None:
+    asked = Ask("task", "What must the agent accomplish?", text_message("What must..."))
+    echo, retire = Post(text_message("Noted.")), Retire("task", "Add numbers")
+    outbox.enqueue(A, [asked, echo, retire, Post(text_message("after"))])
+
+    batch = outbox.claim(A, LEASE, limit=3)
+    assert [claimed.effect for claimed in batch] == [asked, echo, retire]
+    assert outbox.claim(A, LEASE, limit=3) == []  # the head is claimed: the thread is taken
+
+    # The question is posted and answered within the drain; the last effect was never tried.
+    question_ts = "1700000000.000600"
+    outbox.settle(
+        Settlement(
+            A,
+            delivered=[(batch[0], question_ts), (batch[1], "1700000000.000700")],
+            retired=[question_ts],
+            retry=(batch[2], timedelta(seconds=10), "ratelimited", False),
+        )
+    )
+    records = SlackRecords(create_database_engine(database.url), schema=database.schema)
+    assert records.live_questions(A, "task") == []  # remembered, and already answered
+    records.close()
+    assert [row.ts for row in outbox.rows(A)][:2] == [question_ts, "1700000000.000700"]
+    assert outbox.claim(A, LEASE, limit=3) == []  # the retry waits its backoff, the rest too
+
+    clock.now += timedelta(seconds=10)
+    retried, last = outbox.claim(A, LEASE, limit=3)
+    assert retried.effect == retire and retried.attempts == 2
+    outbox.settle(Settlement(A, delivered=[(retried, None)], untried=[last]))
+    # Claimed but not tried: as it was before, due now, not in doubt, its attempt not counted.
+    (again,) = outbox.claim(A, LEASE, limit=3)
+    assert again.id == last.id and again.attempts == 1 and not again.in_doubt
