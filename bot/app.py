@@ -155,7 +155,6 @@ def start_outbox(
     process's."""
     worker = OutboxWorker(
         service.outbox,
-        service.records,
         client,
         generate=service.generate,
         on_retry=metrics.outbox_retries.inc if metrics is not None else None,

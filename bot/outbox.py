@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session as OrmSession
 
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, SlackMessage
-from bot.slack_records import QuestionMessage
+from bot.slack_records import QuestionMessage, unanswered_questions
 from bot.thread_effects import Ask, Generate, Offer, Post, Retire, ThreadEffect
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey
@@ -207,6 +207,18 @@ class Outbox(SqlStore):
         """The thread's oldest pending effects (up to `limit`, in order) if the oldest is due,
         claimed for `lease` (no other worker takes them meanwhile); none if there are none, the
         oldest is not due, or another worker has them."""
+        return self._claim(key, lease, limit, with_questions=False)[0]
+
+    def claim_for_drain(
+        self, key: SessionKey, lease: timedelta, limit: int
+    ) -> tuple[list[Claimed], list[QuestionMessage]]:
+        """`claim`, and in the same transaction the thread's question messages that still show
+        their buttons, oldest first (what the drain may have to retire)."""
+        return self._claim(key, lease, limit, with_questions=True)
+
+    def _claim(
+        self, key: SessionKey, lease: timedelta, limit: int, *, with_questions: bool
+    ) -> tuple[list[Claimed], list[QuestionMessage]]:
         now = self._clock()
         try:
             with self._transaction() as orm:
@@ -220,7 +232,7 @@ class Outbox(SqlStore):
                 )
                 due = list(itertools.takewhile(lambda row: row.next_attempt_at <= now, rows))
                 if not due:
-                    return []
+                    return [], []
                 claimed = [
                     Claimed(
                         row.id, key, _effect(row), row.attempts + 1, in_doubt=bool(row.in_doubt)
@@ -238,9 +250,10 @@ class Outbox(SqlStore):
                 )
                 if _rowcount(taken) != len(due):  # another worker took some: leave them all to it
                     raise _TakenMeanwhile
-                return claimed
+                questions = unanswered_questions(orm, key) if with_questions else []
+                return claimed, questions
         except _TakenMeanwhile:
-            return []
+            return [], []
 
     def settle(self, settlement: Settlement) -> None:
         """Record what a drain came to, in one transaction: delivered effects with their ts (a

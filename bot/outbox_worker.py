@@ -27,7 +27,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.outbox import Claimed, Outbox, Settlement, question_asked
-from bot.slack_records import QuestionMessage, SlackRecords
+from bot.slack_records import QuestionMessage
 from bot.thread_effects import Ask, Generate, Offer, Post, Retire
 from storage.sessions import SessionKey
 
@@ -68,7 +68,6 @@ class OutboxWorker:
     def __init__(
         self,
         outbox: Outbox,
-        records: SlackRecords,
         client: WebClient,
         *,
         generate: Callable[[WebClient, SessionKey], None],
@@ -79,7 +78,6 @@ class OutboxWorker:
     ) -> None:
         self.outbox = outbox
         self._on_retry = on_retry
-        self._records = records
         self._client = client
         self._generate = generate
         self._lease = lease
@@ -181,14 +179,15 @@ class OutboxWorker:
 
     def _deliver_due(self, key: SessionKey) -> None:
         while not self._stop.is_set():
-            claimed = self.outbox.claim(key, self._lease, limit=BATCH)
-            if not claimed or not self._attempt_all(key, claimed) or len(claimed) < BATCH:
+            claimed, questions = self.outbox.claim_for_drain(key, self._lease, BATCH)
+            if not claimed or not self._attempt_all(_Drain(key, questions), claimed):
+                return
+            if len(claimed) < BATCH:
                 return
 
-    def _attempt_all(self, key: SessionKey, claimed: list[Claimed]) -> bool:
+    def _attempt_all(self, drain: _Drain, claimed: list[Claimed]) -> bool:
         """Carry out `claimed` in order and settle the lot; True if every one is done with
         (delivered or given up), False if one must wait (the rest wait behind it)."""
-        drain = _Drain(key)
         try:
             for index, effect in enumerate(claimed):
                 if self._stop.is_set() or not self._attempt(effect, drain):
@@ -251,14 +250,13 @@ class OutboxWorker:
             self._generate(self._client, key)  # hands the slow work to the results' executor
             return None
         if isinstance(effect, Retire):
-            for question in drain.live(self._records.live_questions(key, effect.step_id)):
+            for question in drain.live(effect.step_id):
                 self._update(key, question.ts, answered_message(question.text, effect.shown))
                 drain.settlement.retired.append(question.ts)
             return None
         if isinstance(effect, Ask):
             # One live question per thread: any other still offering buttons is superseded.
-            live = self._records.live_questions(key, keep=RESULT_STEP)
-            for question in drain.live(live, keep=RESULT_STEP):
+            for question in drain.live(keep=RESULT_STEP):
                 self._update(key, question.ts, superseded_message(question.text))
                 drain.settlement.retired.append(question.ts)
         assert isinstance(effect, Ask | Offer | Post)
@@ -326,31 +324,30 @@ class OutboxWorker:
 
 
 class _Drain:
-    """One drain of a thread: what it settles, and the question messages it asked or retired,
-    which the database learns only when the drain is settled."""
+    """One drain of a thread: what it settles, and the thread's question messages as they stand
+    in it (read with the claim; the database learns what it asked and retired when it is
+    settled). One drain per thread at a time, and only drains retire questions."""
 
-    def __init__(self, key: SessionKey) -> None:
+    def __init__(self, key: SessionKey, questions: list[QuestionMessage]) -> None:
         self.settlement = Settlement(key)
-        self._asked: list[QuestionMessage] = []
+        self._questions = list(questions)
 
     def delivered(self, claimed: Claimed, ts: str | None) -> None:
         self.settlement.delivered.append((claimed, ts))
         question = question_asked(claimed, ts)
         if question is not None:
-            self._asked.append(question)
+            self._questions.append(question)
 
-    def live(
-        self, stored: list[QuestionMessage], step_id: str | None = None, *, keep: str | None = None
-    ) -> list[QuestionMessage]:
-        """`stored` (the database's live questions for `step_id`, or all but `keep`) as they
-        stand in this drain: less those it retired, with those it asked."""
-        asked = [
-            question
-            for question in self._asked
-            if (question.step_id == step_id if step_id is not None else question.step_id != keep)
-        ]
+    def live(self, step_id: str | None = None, *, keep: str | None = None) -> list[QuestionMessage]:
+        """The thread's questions still showing their buttons that asked `step_id` (None: any
+        but `keep`), oldest first."""
         retired = set(self.settlement.retired)
-        return [question for question in [*stored, *asked] if question.ts not in retired]
+        return [
+            question
+            for question in self._questions
+            if question.ts not in retired
+            and (question.step_id == step_id if step_id is not None else question.step_id != keep)
+        ]
 
 
 def _call(request: Any, *, posting: bool) -> Any:

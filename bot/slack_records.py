@@ -6,12 +6,13 @@ The models are what the store returns: rows detached after their transaction, co
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, Index, Integer, Select, String, Text, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
+from sqlalchemy.orm import Session as OrmSession
 
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey
@@ -143,7 +144,7 @@ class SlackRecords(SqlStore):
         elif keep is not None:
             query = query.where(QuestionMessage.step_id != keep)
         with self._transaction() as orm:
-            return sorted(orm.scalars(query), key=lambda q: _ts_order(q.ts))
+            return _oldest_first(orm.scalars(query))
 
     def retired(self, key: SessionKey, ts: str) -> None:
         """The question message `ts` has lost its buttons."""
@@ -186,6 +187,16 @@ class SlackRecords(SqlStore):
                     .order_by(Approval.id)
                 )
             )
+
+
+def unanswered_questions(orm: OrmSession, key: SessionKey) -> list[QuestionMessage]:
+    """The thread's question messages that still show their buttons, oldest first, in the open
+    transaction `orm` (the outbox reads them with its claim)."""
+    return _oldest_first(orm.scalars(_unanswered(key)))
+
+
+def _oldest_first(questions: Iterable[QuestionMessage]) -> list[QuestionMessage]:
+    return sorted(questions, key=lambda q: _ts_order(q.ts))
 
 
 def _ts_order(ts: str) -> tuple[int, int]:

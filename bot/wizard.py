@@ -296,7 +296,10 @@ class WizardService:
         """An active thread whose open question is neither on its way nor live in Slack."""
         if not stored.resumable or stored.step is None:
             return False
-        # The outbox first: a question it delivers meanwhile is remembered in that transaction.
+        if self.records.live_questions(stored.key, stored.step):
+            return False  # the usual case: one look
+        # Then the outbox: a question it delivers meanwhile is remembered when it settles, so
+        # look at Slack's record once more after it.
         if self.outbox.pending(stored.key):
             return False
         return not self.records.live_questions(stored.key, stored.step)

@@ -7,8 +7,10 @@ wizard's sessions, the bot's records, the runner's jobs) opens its engine here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -102,6 +104,25 @@ def sqlite_file(url: URL) -> Path | None:
     if url.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
     return None if database.startswith("file:") else Path(database).expanduser()
+
+
+_SQLITE_TURNS: dict[Path | None, threading.RLock] = {}
+_SQLITE_TURNS_GUARD = threading.Lock()
+
+
+def writer_turns(engine: Engine) -> contextlib.AbstractContextManager[object]:
+    """What a transaction on `engine` holds while it runs. SQLite lets one writer at a time in,
+    and a second one waits in its busy handler, which sleeps in steps of up to 100 ms however
+    soon the lock is free: under a few concurrent writers, most of a turn went to those sleeps.
+    So the threads of a process take turns on a lock of their own per file (re-entrant, woken as
+    soon as it is free), and only other processes meet the busy handler. Other databases:
+    nothing to hold."""
+    if engine.url.get_backend_name() != "sqlite":
+        return contextlib.nullcontext()
+    file = sqlite_file(engine.url)
+    key = file.resolve() if file is not None else None
+    with _SQLITE_TURNS_GUARD:
+        return _SQLITE_TURNS.setdefault(key, threading.RLock())
 
 
 def create_database_engine(url: str | None = None) -> Engine:

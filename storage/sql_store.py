@@ -12,7 +12,7 @@ from typing import Any, Self
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session as OrmSession
 
-from storage.database import create_database_engine
+from storage.database import create_database_engine, writer_turns
 
 
 def utc_now() -> datetime:
@@ -34,6 +34,7 @@ class SqlStore:
             engine.execution_options(schema_translate_map={None: schema}) if schema else engine
         )
         self._clock = clock
+        self._turns = writer_turns(engine)
 
     @classmethod
     def open(cls, url: str | None = None, **options: Any) -> Self:
@@ -53,6 +54,7 @@ class SqlStore:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[OrmSession]:
-        """The one place a transaction begins and ends: commit on success, roll back on error."""
-        with OrmSession(self._engine, expire_on_commit=False) as orm, orm.begin():
+        """The one place a transaction begins and ends: commit on success, roll back on error.
+        On SQLite, the process's transactions on one file take turns (`writer_turns`)."""
+        with self._turns, OrmSession(self._engine, expire_on_commit=False) as orm, orm.begin():
             yield orm
