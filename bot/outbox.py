@@ -160,21 +160,21 @@ class Outbox(SqlStore):
 
     def depth(self) -> int:
         """How many effects wait to be delivered (a metric: it should stay near 0)."""
-        with self._transaction() as orm:
+        with self._reading() as orm:
             return int(
                 orm.scalar(select(func.count()).select_from(OutboxRow).where(_pending())) or 0
             )
 
     def pending(self, key: SessionKey) -> list[OutboxRow]:
         """The thread's undelivered effects, in delivery order."""
-        with self._transaction() as orm:
+        with self._reading() as orm:
             return list(
                 orm.scalars(select(OutboxRow).where(_in(key), _pending()).order_by(OutboxRow.id))
             )
 
     def proposal_posted_as(self, key: SessionKey, ts: str) -> Proposal | None:
         """The proposal the message `ts` of the thread offers (None: not one, or forgotten)."""
-        with self._transaction() as orm:
+        with self._reading() as orm:
             row = orm.scalars(
                 select(OutboxRow).where(_in(key), OutboxRow.ts == ts, OutboxRow.kind == "offer")
             ).first()
@@ -198,7 +198,7 @@ class Outbox(SqlStore):
             .order_by(OutboxRow.next_attempt_at, OutboxRow.id)
             .limit(limit)
         )
-        with self._transaction() as orm:
+        with self._reading() as orm:
             return [(SessionKey(t, c, th), at) for t, c, th, at in orm.execute(query)]
 
     # -- delivering --

@@ -143,7 +143,7 @@ class SlackRecords(SqlStore):
             query = query.where(QuestionMessage.step_id == step_id)
         elif keep is not None:
             query = query.where(QuestionMessage.step_id != keep)
-        with self._transaction() as orm:
+        with self._reading() as orm:
             return _oldest_first(orm.scalars(query))
 
     def retired(self, key: SessionKey, ts: str) -> None:

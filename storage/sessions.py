@@ -178,7 +178,7 @@ class SessionStore(SqlStore):
 
     def get(self, key: SessionKey) -> StoredSession | None:
         """The session for `key`, expired or not, or None."""
-        with self._transaction() as orm:
+        with self._reading() as orm:
             row = orm.get(SessionRow, (key.team, key.channel, key.thread))
             return _stored(row) if row is not None else None
 

@@ -58,3 +58,11 @@ class SqlStore:
         On SQLite, the process's transactions on one file take turns (`writer_turns`)."""
         with self._turns, OrmSession(self._engine, expire_on_commit=False) as orm, orm.begin():
             yield orm
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[OrmSession]:
+        """A transaction that only reads: on SQLite it does not wait for the writers' turns (a
+        reader never waits for a writer there: WAL). It ends with a rollback: nothing written in
+        it would be kept."""
+        with OrmSession(self._engine, expire_on_commit=False) as orm:
+            yield orm
