@@ -109,6 +109,8 @@ def _edit(flow: Flow, session: Session, name: str) -> Turn | None:
 def edit_answer(flow: Flow, session: Session, step_id: str) -> Turn:
     """A click on the Edit menu: the question `step_id` again, if it is still answered."""
     step = flow.step(step_id) if flow.has_step(step_id) else None
+    if step is not None and session.status == "active" and flow.next_step(session.answers) is step:
+        return Turn(session)  # a second click on it: the question is already open again
     if step is None or step.id not in answered_steps(flow, session):
         problem = Problem("That answer is no longer there to change. Pick one here:")
         return Turn(session, (problem, edit_menu(flow, session)))
