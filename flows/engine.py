@@ -51,8 +51,8 @@ def advance(flow: Flow, session: Session, reply: Reply) -> Turn:
             session,
             (
                 Notice(
-                    "Every question is answered and the script is generated. "
-                    "Say `edit <question>` to change an answer, or `restart` to start over."
+                    "Every question is answered and the script is generated. Say `edit` to "
+                    "change an answer (or `edit <question>`), or `restart` to start over."
                 ),
             ),
         )

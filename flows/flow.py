@@ -192,8 +192,7 @@ def _always_one_of(guards: Sequence[Condition | None]) -> bool:
     """Whether one of these guards always holds: one is None, or one is the negation of
     another."""
     return any(
-        guard is None or (isinstance(guard, Not) and guard.condition in guards)
-        for guard in guards
+        guard is None or (isinstance(guard, Not) and guard.condition in guards) for guard in guards
     )
 
 

@@ -142,7 +142,7 @@ def _recommend_final_answer_tool(answers: Answers) -> str:
 TRAJECTORY_NAME = (
     "• `trajectory`: the episode as an `art.Trajectory`: `trajectory.messages()` is the "
     "conversation so far, `trajectory.metrics` a dict you may add numbers or bools to (they are "
-    "logged with training), `trajectory.metadata[\"scenario_id\"]` which scenario it was"
+    'logged with training), `trajectory.metadata["scenario_id"]` which scenario it was'
 )
 
 
@@ -153,7 +153,7 @@ def _answer_name(answers: Answers) -> str:
     final = final_answer_tool(answers)
     if final is None:
         return (
-            "• `answer`: the agent's last reply without a tool call, as text (`\"\"` when the "
+            '• `answer`: the agent\'s last reply without a tool call, as text (`""` when the '
             "turn limit came first)"
         )
     parameters = final["function"].get("parameters", {}).get("properties", {})
@@ -696,7 +696,7 @@ TRAIN_RL = Flow(
             "reward_mix",
             "How much of the final reward should come from RULER's score?",
             guide=(
-                "A weight `w` from 0 to 1: reward = w × RULER's score + (1 − w) × your reward, so "
+                "A weight `w` from 0 to 1: reward = w * RULER's score + (1 - w) * your reward, so "
                 "0.5 weighs them equally."
             ),
             parse=v.float_in(0.0, 1.0),

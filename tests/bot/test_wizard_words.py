@@ -4,6 +4,7 @@ labels (buttons, then a select menu) that jumps back to the one picked."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -66,7 +67,7 @@ def select_in(user: SlackUser, label: str) -> None:
                     action_type="static_select",
                 )
                 assert user.bot.dispatch(request) == 200
-                user.fake.wait_for(lambda f: len(user.bot_messages()) > count)
+                user.fake.wait_for(lambda f, before=count: len(user.bot_messages()) > before)
                 user.settle()
                 return
     raise AssertionError("no select menu in the thread")
@@ -134,5 +135,5 @@ def test_a_whole_wizard_reads_as_words_with_steady_progress_and_an_edit_menu(
             seen.setdefault(f"{number} {part}", []).append(int(question))
     assert list(seen)[:2] == ["1 Your task", "2 Scenarios"] and len(seen) == 7
     for part, numbers in seen.items():
-        steps = [b - a for a, b in zip(numbers, numbers[1:], strict=False)]
+        steps = [b - a for a, b in itertools.pairwise(numbers)]
         assert numbers[0] == 1 and all(step in (0, 1) for step in steps), (part, numbers)
