@@ -68,18 +68,18 @@ def run_command(flow: Flow, session: Session, text: str) -> Turn | None:
 
 
 def status_text(flow: Flow, session: Session) -> str:
-    """Answers so far and what comes next."""
-    active = flow.active_steps(session.answers)
-    answered = len([s for s in active if s.id in session.answers])
-    lines = [
-        f"*Status:* {session.status}, {answered} of {len(active)} questions answered.",
-    ]
-    for step in active:
-        if step.id in session.answers:
-            lines.append(f"• {step.name}: {shown_answer(step, session.answers[step.id])}")
+    """Answers so far, by label, and what comes next (by part: a total of questions would grow
+    as branches open)."""
+    answered = answered_steps(flow, session)
+    lines = [f"*Status:* {session.status}, {len(answered)} questions answered."]
+    for step in answered.values():
+        lines.append(f"• {step.name}: {shown_answer(step, session.answers[step.id])}")
     upcoming = flow.next_step(session.answers)
     if session.status == "active" and upcoming is not None:
-        lines.append(f"Next: {upcoming.name}.")
+        number, part = flow.part_of(upcoming.id)
+        lines.append(
+            f"Next: {upcoming.name} (part {number + 1} of {len(flow.parts)}: {part.title})."
+        )
     return "\n".join(lines)
 
 
