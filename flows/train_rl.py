@@ -194,6 +194,41 @@ def _reward_names(answers: Answers) -> str:
     )
 
 
+def _tool_calls(answers: Answers) -> list[str]:
+    """Each tool but the final-answer one as its call reads, `name(parameter, ...)`."""
+    final = final_answer_tool(answers)
+    calls = []
+    for tool in answers.get("tools", []):
+        name = tool["function"]["name"]
+        if final is None or name != final["function"]["name"]:
+            parameters = tool["function"].get("parameters", {}).get("properties", {})
+            calls.append(f"`{name}({', '.join(parameters)})`")
+    return calls
+
+
+def _tool_code_details(answers: Answers) -> str:
+    final = final_answer_tool(answers)
+    optional = (
+        f" `{final['function']['name']}` ends the episode and needs no function (one is called "
+        "first as a check when you define it)."
+        if final is not None
+        else ""
+    )
+    return (
+        f"The functions to write: {', '.join(_tool_calls(answers)) or 'none'}. "
+        "Each gets the arguments the agent passed in its call, by the names of the tool's "
+        f"parameters.{optional}"
+    )
+
+
+def _tool_urls_details(answers: Answers) -> str:
+    return (
+        f"The tools: {', '.join(_tool_calls(answers)) or 'none'}. The script "
+        'POSTs each call\'s arguments as a JSON object (`{"parameter": value, ...}`) and gives '
+        "the response text to the agent."
+    )
+
+
 def _tool_code(value: str, answers: Answers) -> str:
     """One function per tool, each accepting the tool's parameters by name. The final-answer
     tool needs none: when the code defines it, it is called as a check of the answer."""
@@ -537,6 +572,7 @@ TRAIN_RL = Flow(
                 "(sync or async). What it returns is shown to the agent; an exception becomes an "
                 "error message the agent sees. Paste it or upload a .py file."
             ),
+            details=_tool_code_details,
             parse=_tool_code,
             kind="code",
             when=LOCAL_TOOLS,
@@ -553,6 +589,7 @@ TRAIN_RL = Flow(
             "tool_urls",
             "Which URL serves each tool?",
             guide="One `tool_name: https://...` per line, or a JSON object of them.",
+            details=_tool_urls_details,
             parse=v.tool_urls,
             kind="text",
             when=all_of(WITH_TOOLS, is_("tool_execution", "http")),
