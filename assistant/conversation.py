@@ -154,8 +154,13 @@ class Assistant:
             code = tool_code_in(reply)
             if code is not None:
                 return _offer_tools(flow, session, turn, code)
-        if not plain_text or len(text) > MAX_ASSISTED_CHARS or question.kind not in READABLE:
-            return Assisted(turn)
+        if (
+            not text
+            or not plain_text
+            or len(text) > MAX_ASSISTED_CHARS
+            or question.kind not in READABLE
+        ):
+            return Assisted(turn)  # an empty reply (Enter) has nothing for the model to read
         return self._understand(flow, session, question, turn, text, user)
 
     def _answer(

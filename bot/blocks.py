@@ -12,7 +12,7 @@ from typing import Any
 
 from assistant import Proposal
 from bot.slack_text import clip, escape, safe_cut
-from flows import Message, Notice, OptionView, Problem, Question
+from flows import EDIT_MENU, EditMenu, Message, Notice, OptionView, Problem, Question
 from storage.sessions import StoredSession
 
 Block = dict[str, Any]
@@ -74,7 +74,7 @@ def sections(text: str) -> list[Block]:
 
 def question_message(question: Question) -> SlackMessage:
     """One question: its text, then buttons (choices) or a hint to reply in the thread."""
-    progress = f"Question {question.position} of {question.total}" if question.total else ""
+    progress = str(question.progress) if question.progress else ""
     # Engine text can quote the user: escaped, so "<!channel>" in an answer pings nobody.
     blocks = sections(escape(question.text))
     if question.options:
@@ -119,6 +119,62 @@ def _buttons(step_id: str, options: tuple[OptionView, ...]) -> list[Block]:
     ]
 
 
+EDIT_BUTTONS_MAX = 5
+"""More answered questions than this are offered in a select menu instead of buttons."""
+SELECT_OPTIONS_MAX = 100
+SELECT_OPTION_VALUE_LIMIT = 150
+
+
+def edit_menu_message(menu: EditMenu) -> SlackMessage:
+    """The Edit menu: the answered questions by their labels, as buttons (a select menu when
+    there are more than EDIT_BUTTONS_MAX). A pick answers like a button of ANSWER_ACTION whose
+    value is `EDIT_MENU|<step id>`."""
+    blocks = sections(escape(menu.text))
+    options = menu.options[:SELECT_OPTIONS_MAX]
+    if 0 < len(options) <= EDIT_BUTTONS_MAX:
+        blocks.extend(_buttons(EDIT_MENU, options))
+    elif options:
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": f"answer:{EDIT_MENU}:select",
+                "elements": [
+                    {
+                        "type": "static_select",
+                        "action_id": f"{ANSWER_ACTION}:0",
+                        "placeholder": {"type": "plain_text", "text": "Pick an answer to change"},
+                        "options": [_select_option(option) for option in options],
+                    }
+                ],
+            }
+        )
+    if menu.hint:
+        hint = escape(menu.hint)
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]})
+    fallback = "\n".join([menu.text, *(f"{o.number}. {o.label}" for o in menu.options)])
+    return SlackMessage(clip(escape(fallback), TEXT_LIMIT), blocks[:MAX_BLOCKS])
+
+
+def _select_option(option: OptionView) -> Block:
+    """A static_select option: text and description at most 75 characters, value 150."""
+    choice: Block = {
+        "text": {"type": "plain_text", "text": clip(option.label, BUTTON_TEXT_LIMIT)},
+        "value": f"{EDIT_MENU}|{option.value}"[:SELECT_OPTION_VALUE_LIMIT],
+    }
+    if option.description:
+        choice["description"] = {
+            "type": "plain_text",
+            "text": clip(option.description, BUTTON_TEXT_LIMIT),
+        }
+    return choice
+
+
+def picked_value(action: dict[str, Any]) -> str:
+    """What a click on one of our answers carries: a button's value, or a select's option."""
+    selected = action.get("selected_option") or {}
+    return str(action.get("value") or selected.get("value") or "")
+
+
 def parse_answer_value(value: str) -> tuple[str, str] | None:
     """A button's value back into (step_id, option value); None when it is not ours."""
     step_id, sep, option = value.partition("|")
@@ -141,6 +197,8 @@ def problem_message(problem: Problem) -> SlackMessage:
 def engine_message(message: Message) -> SlackMessage:
     if isinstance(message, Question):
         return question_message(message)
+    if isinstance(message, EditMenu):
+        return edit_menu_message(message)
     if isinstance(message, Problem):
         return problem_message(message)
     return notice_message(message)

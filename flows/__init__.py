@@ -20,20 +20,24 @@ from flows.steps import Attachment, Choice, InvalidAnswer, ValuesMenu
 from flows.tool_schemas import tool_schemas_from_code
 from flows.train_rl import TRAIN_RL, hyperparameters
 from flows.turns import (
+    EDIT_MENU,
     Answered,
     Cancelled,
     Completed,
+    EditMenu,
     Effect,
     Message,
     Notice,
     OptionView,
     Problem,
+    Progress,
     Question,
     Reply,
     Turn,
 )
 
 __all__ = [
+    "EDIT_MENU",
     "MAX_ATTACHMENT_BYTES",
     "MAX_REPLY_CHARS",
     "TRAIN_RL",
@@ -43,6 +47,7 @@ __all__ = [
     "Cancelled",
     "Choice",
     "Completed",
+    "EditMenu",
     "Effect",
     "Flow",
     "InvalidAnswer",
@@ -50,6 +55,7 @@ __all__ = [
     "Notice",
     "OptionView",
     "Problem",
+    "Progress",
     "Question",
     "RenderError",
     "Reply",

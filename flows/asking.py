@@ -8,7 +8,7 @@ from typing import Any
 from flows.flow import Flow
 from flows.questions import explanation, open_question, shown_answer
 from flows.session import Session
-from flows.steps import AnyStep
+from flows.steps import AnyStep, InvalidAnswer, Text
 from flows.turns import Answered, Completed, Effect, Message, Notice, Problem, Turn
 
 FAILURES_BEFORE_EXPLAINING = 3
@@ -76,3 +76,15 @@ def complete(flow: Flow, session: Session, effects: tuple[Effect, ...]) -> Turn:
         (Notice("That's every question. Generating your training script now."),),
         (*effects, Completed(flow.active_answers(done.answers))),
     )
+
+
+def take_default(flow: Flow, session: Session, step: Text) -> Turn:
+    """An empty reply where the question has a default: store it, and say which value it was."""
+    assert step.default is not None
+    try:
+        value = step.default(session.answers)
+    except InvalidAnswer as error:
+        return fail(flow, session, step, str(error))
+    stored = store(flow, session, step, value)
+    said = Notice(f"Nothing typed, so {step.name} takes its default: {shown_answer(step, value)}.")
+    return Turn(stored.session, (said, *stored.messages), stored.effects)

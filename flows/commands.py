@@ -7,12 +7,13 @@ from flows.flow import Flow
 from flows.questions import clip, explanation, question, shown_answer
 from flows.session import Session
 from flows.steps import AnyStep, Text, ValuesMenu
-from flows.turns import Cancelled, Notice, Problem, Turn
+from flows.turns import Cancelled, EditMenu, Notice, OptionView, Problem, Turn
 
 COMMANDS = frozenset({"help", "status", "cancel", "restart", "back", "edit"})
 COMMANDS_HELP = (
-    "You can say, at any point: `back` (previous question), `edit <question>` (change one "
-    "answer, then come back), `status` (answers so far), `restart`, `cancel`, `help`."
+    "You can say, at any point: `back` (previous question), `edit` (pick an answer to change, "
+    "then come back; or `edit <question>` directly), `status` (answers so far), `restart`, "
+    "`cancel`, `help`."
 )
 
 
@@ -67,18 +68,18 @@ def run_command(flow: Flow, session: Session, text: str) -> Turn | None:
 
 
 def status_text(flow: Flow, session: Session) -> str:
-    """Answers so far and what comes next."""
-    active = flow.active_steps(session.answers)
-    answered = len([s for s in active if s.id in session.answers])
-    lines = [
-        f"*Status:* {session.status}, {answered} of {len(active)} questions answered.",
-    ]
-    for step in active:
-        if step.id in session.answers:
-            lines.append(f"• {step.name}: {shown_answer(step, session.answers[step.id])}")
+    """Answers so far, by label, and what comes next (by part: a total of questions would grow
+    as branches open)."""
+    answered = answered_steps(flow, session)
+    lines = [f"*Status:* {session.status}, {len(answered)} questions answered."]
+    for step in answered.values():
+        lines.append(f"• {step.name}: {shown_answer(step, session.answers[step.id])}")
     upcoming = flow.next_step(session.answers)
     if session.status == "active" and upcoming is not None:
-        lines.append(f"Next: {upcoming.name}.")
+        number, part = flow.part_of(upcoming.id)
+        lines.append(
+            f"Next: {upcoming.name} (part {number + 1} of {len(flow.parts)}: {part.title})."
+        )
     return "\n".join(lines)
 
 
@@ -90,17 +91,60 @@ def _back(flow: Flow, session: Session) -> Turn:
 
 
 def _edit(flow: Flow, session: Session, name: str) -> Turn | None:
-    answered = [s for s in flow.active_steps(session.answers) if s.id in session.answers]
-    step = flow.find(name) if name else None
-    if step is None or step.id not in session.answers or not step.is_active(session.answers):
-        listing = ", ".join(f"`{s.id}`" for s in answered) or "none yet"
-        if name and session.status == "active":
+    """`edit`: the Edit menu. `edit <question>` (its label, id, a unique prefix, or its number
+    in the menu): that question again. None when `edit ...` is really a free-text answer."""
+    if not name:
+        return Turn(session, (edit_menu(flow, session),))
+    step = _answered_named(flow, session, name)
+    if step is None:
+        if session.status == "active":
             current = flow.next_step(session.answers)
             if isinstance(current, Text) and current.kind == "text":
                 return None  # "edit the emails..." is an answer to a free-text question
-        what = f"There is no answered question “{clip(name, 40)}”." if name else "Which answer?"
-        return Turn(session, (Problem(f"{what} Say `edit <question>` with one of: {listing}."),))
+        problem = Problem(f"There is no answered question “{clip(name, 40)}”. Pick one here:")
+        return Turn(session, (problem, edit_menu(flow, session)))
     return _reopen(flow, session, step)
+
+
+def edit_answer(flow: Flow, session: Session, step_id: str) -> Turn:
+    """A click on the Edit menu: the question `step_id` again, if it is still answered."""
+    step = flow.step(step_id) if flow.has_step(step_id) else None
+    if step is not None and session.status == "active" and flow.next_step(session.answers) is step:
+        return Turn(session)  # a second click on it: the question is already open again
+    if step is None or step.id not in answered_steps(flow, session):
+        problem = Problem("That answer is no longer there to change. Pick one here:")
+        return Turn(session, (problem, edit_menu(flow, session)))
+    return _reopen(flow, session, step)
+
+
+def answered_steps(flow: Flow, session: Session) -> dict[str, AnyStep]:
+    """The questions answered on the branch the answers take, in the order they are asked."""
+    return {s.id: s for s in flow.active_steps(session.answers) if s.id in session.answers}
+
+
+def edit_menu(flow: Flow, session: Session) -> EditMenu:
+    """The answered questions by their labels (the answer beside each), numbered in order."""
+    answered = answered_steps(flow, session)
+    if not answered:
+        return EditMenu("Nothing is answered yet, so there is nothing to change.", ())
+    options = tuple(
+        OptionView(step.id, step.name, shown_answer(step, session.answers[step.id]), i, False)
+        for i, step in enumerate(answered.values(), 1)
+    )
+    return EditMenu(
+        "Which answer do you want to change?",
+        options,
+        "Or type `edit` and the question's number or name, e.g. `edit 2`.",
+    )
+
+
+def _answered_named(flow: Flow, session: Session, name: str) -> AnyStep | None:
+    answered = answered_steps(flow, session)
+    if name.isdigit():
+        steps = list(answered.values())
+        index = int(name) - 1
+        return steps[index] if 0 <= index < len(steps) else None
+    return flow.find(name, among=tuple(answered.values()))
 
 
 def _reopen(flow: Flow, session: Session, step: AnyStep) -> Turn:

@@ -9,15 +9,15 @@ then the step: a values menu (flows.menu) or an answer read by flows.answers.
 from __future__ import annotations
 
 from flows.answers import MAX_ATTACHMENT_BYTES, Explain, read_answer
-from flows.asking import ask_next, complete, fail, reask, store
-from flows.commands import run_command
+from flows.asking import ask_next, complete, fail, reask, store, take_default
+from flows.commands import edit_answer, run_command
 from flows.flow import Flow
 from flows.menu import advance_menu
 from flows.questions import question
 from flows.secrets import looks_like_secret
 from flows.session import Session
-from flows.steps import InvalidAnswer, ValuesMenu
-from flows.turns import Notice, Reply, Turn
+from flows.steps import InvalidAnswer, Text, ValuesMenu
+from flows.turns import EDIT_MENU, Notice, Reply, Turn
 
 MAX_REPLY_CHARS = 200_000
 MAX_BUTTON_VALUE_CHARS = 2_000
@@ -43,14 +43,16 @@ def advance(flow: Flow, session: Session, reply: Reply) -> Turn:
         command_turn = run_command(flow, session, reply.text.strip())
         if command_turn is not None:
             return command_turn
+    elif reply.step_id == EDIT_MENU:
+        return edit_answer(flow, session, reply.value)
 
     if session.status == "complete":
         return Turn(
             session,
             (
                 Notice(
-                    "Every question is answered and the script is generated. "
-                    "Say `edit <question>` to change an answer, or `restart` to start over."
+                    "Every question is answered and the script is generated. Say `edit` to "
+                    "change an answer (or `edit <question>`), or `restart` to start over."
                 ),
             ),
         )
@@ -75,6 +77,9 @@ def advance(flow: Flow, session: Session, reply: Reply) -> Turn:
 
     if isinstance(step, ValuesMenu):
         return advance_menu(flow, session, step, reply)
+    if _takes_default(step, reply):
+        assert isinstance(step, Text)
+        return take_default(flow, session, step)
     try:
         value = read_answer(step, session, reply)
     except InvalidAnswer as error:
@@ -82,6 +87,18 @@ def advance(flow: Flow, session: Session, reply: Reply) -> Turn:
     except Explain as explanation:
         return Turn(session, (Notice(explanation.text), question(flow, session, step)))
     return store(flow, session, step, value)
+
+
+def _takes_default(step: object, reply: Reply) -> bool:
+    """An empty reply, where empty means the default, at a question that has one."""
+    return (
+        reply.empty_means_default
+        and not reply.text.strip()
+        and not reply.attachments
+        and reply.value is None
+        and isinstance(step, Text)
+        and step.default is not None
+    )
 
 
 def _too_big(reply: Reply) -> str | None:

@@ -9,9 +9,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flows.conditions import All, Is
+from flows.conditions import All, Condition, Is, Not
 from flows.steps import Answers, AnyStep, Choice, ValuesMenu
 from flows.template_files import templates_dir
+
+RESERVED_STEP_IDS = frozenset({"edit"})
+"""Not a step: `edit` is the Edit menu's id on its buttons (flows.editing)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """A named stretch of a flow, from step `first` to the next part's first step. Every part is
+    asked on every branch (checked when the flow is built), so the number of parts never
+    changes; only the questions inside a part depend on the answers."""
+
+    title: str
+    first: str
 
 
 class FlowDefinitionError(Exception):
@@ -28,14 +41,23 @@ class Flow:
     id: str
     template: str
     steps: tuple[AnyStep, ...]
+    parts: tuple[Part, ...]
     _by_id: dict[str, AnyStep] = field(init=False, repr=False, compare=False)
 
-    def __init__(self, id: str, template: str, steps: Sequence[AnyStep]) -> None:
+    def __init__(
+        self,
+        id: str,
+        template: str,
+        steps: Sequence[AnyStep],
+        parts: Sequence[Part] = (),
+    ) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "template", template)
         object.__setattr__(self, "steps", tuple(steps))
+        object.__setattr__(self, "parts", tuple(parts) or (Part(id, steps[0].id),))
         object.__setattr__(self, "_by_id", {step.id: step for step in steps})
         _validate(self)
+        _validate_parts(self)
 
     def step(self, step_id: str) -> AnyStep:
         return self._by_id[step_id]
@@ -57,17 +79,33 @@ class Flow:
         """Only the answers of steps active now (a changed branch leaves stale ones behind)."""
         return {s.id: answers[s.id] for s in self.active_steps(answers) if s.id in answers}
 
-    def find(self, name: str) -> AnyStep | None:
-        """A step by id, title or a unique prefix of either (for `edit <question>`)."""
+    def part_of(self, step_id: str) -> tuple[int, Part]:
+        """The part `step_id` belongs to, with its index (0 for the first part)."""
+        index = self.steps.index(self._by_id[step_id])
+        starts = [self.steps.index(self._by_id[part.first]) for part in self.parts]
+        number = max(i for i, start in enumerate(starts) if start <= index)
+        return number, self.parts[number]
+
+    def steps_of(self, part: Part) -> tuple[AnyStep, ...]:
+        """The steps of `part`, in order."""
+        starts = [self.steps.index(self._by_id[p.first]) for p in self.parts]
+        number = self.parts.index(part)
+        end = starts[number + 1] if number + 1 < len(starts) else len(self.steps)
+        return self.steps[starts[number] : end]
+
+    def find(self, name: str, among: Sequence[AnyStep] | None = None) -> AnyStep | None:
+        """A step (of `among`, else of the flow) by id, human label or a unique prefix of
+        either (for `edit <question>`)."""
         wanted = name.strip().lower().replace(" ", "_")
+        steps = self.steps if among is None else tuple(among)
         if not wanted:
             return None
-        for step in self.steps:
+        for step in steps:
             if wanted in (step.id, step.name.lower().replace(" ", "_")):
                 return step
         prefixed = [
             s
-            for s in self.steps
+            for s in steps
             if s.id.startswith(wanted) or s.name.lower().replace(" ", "_").startswith(wanted)
         ]
         return prefixed[0] if len(prefixed) == 1 else None
@@ -80,8 +118,11 @@ def _validate(flow: Flow) -> None:
     for index, step in enumerate(flow.steps):
         if step.id in seen:
             raise FlowDefinitionError(f"flow {flow.id!r}: duplicate step id {step.id!r}")
-        if not step.id.isidentifier():
-            raise FlowDefinitionError(f"flow {flow.id!r}: step id {step.id!r} is not an identifier")
+        if not step.id.isidentifier() or step.id in RESERVED_STEP_IDS:
+            raise FlowDefinitionError(
+                f"flow {flow.id!r}: step id {step.id!r} is not an identifier, or is reserved"
+            )
+        _check_wording(flow, step)
         seen[step.id] = index
         if isinstance(step, Choice):
             _validate_choice(flow, step)
@@ -111,6 +152,48 @@ def _validate(flow: Flow) -> None:
             for read in (*step.recommend_reads, *step.options_reads):
                 _check_read(flow, step.id, read, seen, index)
     _check_reachable(flow)
+
+
+def _check_wording(flow: Flow, step: AnyStep) -> None:
+    """Every question is a question; a title (the human label) is words; a menu's values have
+    labels."""
+    if not step.prompt.rstrip().endswith("?"):
+        raise FlowDefinitionError(f"flow {flow.id!r}: the prompt of {step.id!r} is not a question")
+    if "_" in step.title:
+        raise FlowDefinitionError(
+            f"flow {flow.id!r}: the title of {step.id!r} must be words, not an id"
+        )
+    if isinstance(step, ValuesMenu) and any(not f.label for f in step.fields):
+        raise FlowDefinitionError(f"flow {flow.id!r}: every value of {step.id!r} needs a label")
+
+
+def _validate_parts(flow: Flow) -> None:
+    """Parts start at the first step, in order, each at a known step; none can be empty."""
+    if flow.parts[0].first != flow.steps[0].id:
+        raise FlowDefinitionError(f"flow {flow.id!r}: the first part must start at the first step")
+    starts = []
+    for part in flow.parts:
+        if part.first not in flow._by_id:
+            raise FlowDefinitionError(
+                f"flow {flow.id!r}: part {part.title!r} starts at unknown step {part.first!r}"
+            )
+        starts.append(flow.steps.index(flow._by_id[part.first]))
+    if starts != sorted(set(starts)):
+        raise FlowDefinitionError(f"flow {flow.id!r}: parts must start at steps in order")
+    for part in flow.parts:
+        guards = [step.when for step in flow.steps_of(part)]
+        if not _always_one_of(guards):
+            raise FlowDefinitionError(
+                f"flow {flow.id!r}: part {part.title!r} may have no question on some branch"
+            )
+
+
+def _always_one_of(guards: Sequence[Condition | None]) -> bool:
+    """Whether one of these guards always holds: one is None, or one is the negation of
+    another."""
+    return any(
+        guard is None or (isinstance(guard, Not) and guard.condition in guards) for guard in guards
+    )
 
 
 def _validate_choice(flow: Flow, step: Choice) -> None:

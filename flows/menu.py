@@ -47,4 +47,4 @@ def advance_menu(flow: Flow, session: Session, step: ValuesMenu, reply: Reply) -
     if match is None:
         return fail(flow, session, step, "Pick a value to change, or `done`.")
     asking = session.changed(pending_field=match.id)
-    return Turn(asking, (value_question(step, asking, match.id),))
+    return Turn(asking, (value_question(flow, step, asking, match.id),))

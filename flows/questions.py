@@ -8,7 +8,7 @@ from typing import Any
 from flows.flow import Flow
 from flows.session import Session
 from flows.steps import AnyStep, Choice, Text, ValuesMenu
-from flows.turns import OptionView, Question
+from flows.turns import OptionView, Progress, Question
 
 DONE = "done"
 """The last option of a ValuesMenu: keep the values as they stand."""
@@ -18,17 +18,19 @@ def open_question(flow: Flow, session: Session, step: AnyStep) -> Question:
     """The question for `step`, or, on a menu whose value is being asked, that value's question."""
     if isinstance(step, ValuesMenu) and session.pending_field:
         # Resumed (or refused) while a value was being asked: ask that value again, not the menu.
-        return value_question(step, session, session.pending_field)
+        return value_question(flow, step, session, session.pending_field)
     return question(flow, session, step)
 
 
 def question(flow: Flow, session: Session, step: AnyStep) -> Question:
-    """`step` as a question: its prompt, options or hint, and where it stands in the flow."""
-    active = flow.active_steps(session.answers)
-    position = next((i for i, s in enumerate(active, 1) if s.id == step.id), len(active))
+    """`step` as a question: its prompt, what to write, an example, its options or hint, and
+    where it stands in the flow."""
     text = step.prompt
+    if step.guide:
+        text += "\n" + step.guide
     if step.details is not None:
         text += "\n" + step.details(session.answers)
+    text += shown_example(step)
     hint = ""
     if isinstance(step, Choice):
         options = displayed_options(step, session.answers)
@@ -67,15 +69,47 @@ def question(flow: Flow, session: Session, step: AnyStep) -> Question:
             f"\n(Current answer: {shown_answer(step, session.previous[step.id])}. "
             "Reply `keep` to keep it.)"
         )
-    return Question(step.id, text, kind, options, hint, position, len(active))
+    return Question(step.id, text, kind, options, hint, progress(flow, session, step))
 
 
-def value_question(step: ValuesMenu, session: Session, field_id: str) -> Question:
+EXAMPLE_LINES_SHOWN = 6
+"""A longer example is left to `help`: the question stays readable."""
+
+
+def shown_example(step: AnyStep) -> str:
+    """The step's example as a line under the question (a code block when it spans lines)."""
+    if not step.example or isinstance(step, Choice | ValuesMenu):
+        return ""
+    lines = step.example.splitlines()
+    if len(lines) == 1:
+        return f"\nFor example: `{step.example}`"
+    if len(lines) <= EXAMPLE_LINES_SHOWN:
+        return f"\nFor example:\n```\n{step.example}\n```"
+    return "\nSay `help` for a complete example."
+
+
+def progress(flow: Flow, session: Session, step: AnyStep) -> Progress:
+    """The step's part and its place among the part's questions asked on this branch. Guards
+    read only earlier answers, so that place is fixed once the part's earlier questions are
+    answered: it never jumps as later branches open."""
+    number, part = flow.part_of(step.id)
+    active = [s for s in flow.steps_of(part) if s.is_active(session.answers)]
+    place = next((i for i, s in enumerate(active, 1) if s.id == step.id), len(active))
+    return Progress(part.title, number + 1, len(flow.parts), place)
+
+
+def value_question(flow: Flow, step: ValuesMenu, session: Session, field_id: str) -> Question:
     """Ask for the new value of one field of a menu."""
     menu_field = next(f for f in step.fields if f.id == field_id)
     current = menu_values(step, session).get(field_id, menu_field.default)
     hint = f"Currently {current}. {menu_field.hint}".strip()
-    return Question(step.id, f"New value for {menu_field.label}?", "number", hint=hint)
+    return Question(
+        step.id,
+        f"New value for {menu_field.label}?",
+        "number",
+        hint=hint,
+        progress=progress(flow, session, step),
+    )
 
 
 def menu_values(step: ValuesMenu, session: Session) -> dict[str, Any]:
@@ -107,7 +141,9 @@ def shown_answer(step: AnyStep, value: Any) -> str:
     if isinstance(step, Text) and step.display is not None:
         return step.display(value)
     if isinstance(step, ValuesMenu):
-        return ", ".join(f"{k}={v}" for k, v in value.items()) or "defaults"
+        labels = {f.id: f.label for f in step.fields}
+        changed = [f"{labels.get(k, k)}: {v}" for k, v in value.items()]
+        return ", ".join(changed) or "the defaults"
     return clip(str(value), 200) if value != "" else "(empty)"
 
 

@@ -45,12 +45,16 @@ class Step:
 
     id: str
     prompt: str
+    """The question itself, one sentence ending in `?` (checked when the flow is built)."""
     when: Condition | None = None
     help: str = ""
     """Shown on `help` and after repeated failures: what a good answer looks like."""
     example: str = ""
+    """A short answer shown with the question (and in full on `help`)."""
+    guide: str = ""
+    """What the user may write, and what the names their code sees mean; shown under the prompt."""
     title: str = ""
-    """Short name used in `status`, `edit` and summaries; defaults to the id."""
+    """The human label (`status`, the Edit menu, `edit <label>`); every flow step needs one."""
     intro_note: str = ""
     """Shown once, before this step is asked for the first time (e.g. what RULER is)."""
     details: Callable[[Mapping[str, Any]], str] | None = None
@@ -58,7 +62,8 @@ class Step:
 
     @property
     def name(self) -> str:
-        return self.title or self.id.replace("_", " ")
+        """The human label: never the id, which is the machine's name for the step."""
+        return self.title or self.id.replace("_", " ").capitalize()
 
     def is_active(self, answers: Answers) -> bool:
         return self.when is None or self.when(answers)

@@ -14,7 +14,7 @@ from flows.entry_points import (
     environment_calls,
     generator_call,
 )
-from flows.flow import Flow
+from flows.flow import Flow, Part
 from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text, ValuesMenu
 from flows.third_party import imported_modules, requirements, suggested_requirements, third_party
 
@@ -137,6 +137,96 @@ def _final_answer_options(answers: Answers) -> tuple[Option, ...]:
 def _recommend_final_answer_tool(answers: Answers) -> str:
     tools = [t["function"]["name"] for t in answers.get("tools", [])]
     return next((name for name in tools if FINAL_ANSWER_NAME.search(name)), NO_FINAL_ANSWER_TOOL)
+
+
+TRAJECTORY_NAME = (
+    "• `trajectory`: the episode as an `art.Trajectory`: `trajectory.messages()` is the "
+    "conversation so far, `trajectory.metrics` a dict you may add numbers or bools to (they are "
+    'logged with training), `trajectory.metadata["scenario_id"]` which scenario it was'
+)
+
+
+def _answer_name(answers: Answers) -> str:
+    """What the reward's `answer` holds on this branch."""
+    if not WITH_TOOLS(answers):
+        return "• `answer`: the agent's reply, as text"
+    final = final_answer_tool(answers)
+    if final is None:
+        return (
+            '• `answer`: the agent\'s last reply without a tool call, as text (`""` when the '
+            "turn limit came first)"
+        )
+    parameters = final["function"].get("parameters", {}).get("properties", {})
+    given = (
+        "its argument, as text"
+        if len(parameters) == 1
+        else "its arguments as a JSON object in text (`json.loads(answer)`)"
+    )
+    return (
+        f"• `answer`: what the agent passed to `{final['function']['name']}`: {given} "
+        '(`""` when the turn limit came first)'
+    )
+
+
+def _reward_names(answers: Answers) -> str:
+    """How to write the reward on this branch: the names it sees, and an example."""
+    if rollout_pattern(answers) == "game":
+        names = [
+            "• `scenario`: the episode's scenario, a dict",
+            "• `game`: what your `create_game` returned, after the last move",
+            TRAJECTORY_NAME,
+        ]
+        signature = "compute_reward(scenario, game, trajectory)"
+        example = '1.0 if game["won"] else 0.0'
+        after = " An invalid move (your `apply_action` raised ValueError) already scores -1."
+    else:
+        names = [
+            '• `scenario`: the episode\'s scenario, a dict (e.g. `scenario["answer"]`)',
+            _answer_name(answers),
+            TRAJECTORY_NAME,
+        ]
+        signature = "compute_reward(scenario, answer, trajectory)"
+        example = '1.0 if answer.strip() == scenario["answer"] else 0.0'
+        after = ""
+    return (
+        f"Write a Python expression, or a function `{signature}`, that gives a float: higher "
+        f"is better.{after} Your code sees:\n" + "\n".join(names) + f"\nFor example: `{example}`"
+    )
+
+
+def _tool_calls(answers: Answers) -> list[str]:
+    """Each tool but the final-answer one as its call reads, `name(parameter, ...)`."""
+    final = final_answer_tool(answers)
+    calls = []
+    for tool in answers.get("tools", []):
+        name = tool["function"]["name"]
+        if final is None or name != final["function"]["name"]:
+            parameters = tool["function"].get("parameters", {}).get("properties", {})
+            calls.append(f"`{name}({', '.join(parameters)})`")
+    return calls
+
+
+def _tool_code_details(answers: Answers) -> str:
+    final = final_answer_tool(answers)
+    optional = (
+        f" `{final['function']['name']}` ends the episode and needs no function (one is called "
+        "first as a check when you define it)."
+        if final is not None
+        else ""
+    )
+    return (
+        f"The functions to write: {', '.join(_tool_calls(answers)) or 'none'}. "
+        "Each gets the arguments the agent passed in its call, by the names of the tool's "
+        f"parameters.{optional}"
+    )
+
+
+def _tool_urls_details(answers: Answers) -> str:
+    return (
+        f"The tools: {', '.join(_tool_calls(answers)) or 'none'}. The script "
+        'POSTs each call\'s arguments as a JSON object (`{"parameter": value, ...}`) and gives '
+        "the response text to the agent."
+    )
 
 
 def _tool_code(value: str, answers: Answers) -> str:
@@ -270,7 +360,7 @@ TRAIN_RL = Flow(
                 "Whether your environment can be reset and replayed decides between multi-turn RL "
                 "and single-turn training."
             ),
-            title="replayability",
+            title="Replayability",
         ),
         Choice(
             "turns",
@@ -294,15 +384,20 @@ TRAIN_RL = Flow(
                 "Multi-turn: the agent acts, sees the effect, and acts again (play a game, use "
                 "tools)."
             ),
+            title="Single or multi-turn",
         ),
         Text(
             "task",
-            "What must the agent accomplish? Describe the task in a sentence or two.\n"
-            "I will draft the rollout and environment from your answers; expect to edit them once "
-            "the script is generated.",
+            "What must the agent accomplish?",
+            guide=(
+                "Describe the task in a sentence or two, in plain words (RULER's judge reads it "
+                "too). I will draft the rollout and environment from your answers; expect to edit "
+                "them once the script is generated."
+            ),
             parse=v.text(min_len=10, max_len=4000),
             help="A plain description of the behaviour to optimize. RULER's judge reads it too.",
             example="Answer grade-school math word problems with just the final number.",
+            title="Task",
         ),
         Choice(
             "scenario_source",
@@ -313,12 +408,22 @@ TRAIN_RL = Flow(
                 Option("runner_file", "A JSONL file on the runner host", "Give its path"),
                 Option("generator", "A generator function", "Python code that makes a scenario"),
             ),
+            guide=(
+                "A scenario is one input the agent trains on: a JSON object, such as a prompt and "
+                "its expected answer. Your reward code sees it as `scenario`."
+            ),
             help="Scenarios are the inputs the agent trains on: one JSON object each.",
-            title="scenarios",
+            title="Scenario source",
         ),
         Text(
             "scenario_rows",
-            "Paste the scenarios: a JSON array of objects, or JSONL (one object per line).",
+            "What are the scenarios?",
+            guide=(
+                "Paste them as a JSON array of objects or as JSONL (one object per line), or "
+                'upload a .jsonl file. Single-turn scenarios need a "prompt" string (what the '
+                "agent is asked); add any fields your reward reads, e.g. "
+                '`scenario["answer"]`.'
+            ),
             parse=v.scenario_rows(_prompt_field),
             kind="json",
             when=is_("scenario_source", "inline", "upload"),
@@ -332,11 +437,12 @@ TRAIN_RL = Flow(
                 '{"prompt": "What is 17 * 3?", "answer": "51"}\n'
                 '{"prompt": "What is 9 + 10?", "answer": "19"}'
             ),
-            title="scenario data",
+            title="Scenarios",
         ),
         Text(
             "scenarios_path",
-            "The path of the JSONL file on the runner host (one JSON object per line)?",
+            "Where is the JSONL file of scenarios on the runner host?",
+            guide="Its path on the machine that trains: one JSON object per line.",
             parse=v.runner_path((".jsonl",)),
             kind="path",
             when=is_("scenario_source", "runner_file"),
@@ -345,13 +451,15 @@ TRAIN_RL = Flow(
                 "every row."
             ),
             example="/data/math/train.jsonl",
-            title="scenarios path",
+            title="Scenarios file",
         ),
         Text(
             "scenario_generator",
-            (
-                "Paste the generator: a function `generate_scenario(rng)` that takes a "
-                "`random.Random` and returns one scenario (a dict)."
+            "Which Python function generates a scenario?",
+            guide=(
+                "Write `generate_scenario(rng)`: `rng` is a seeded `random.Random`, and it "
+                "returns one scenario, a dict (your reward sees it as `scenario`). Paste the "
+                "code or upload a .py file; it goes into the script as you wrote it."
             ),
             parse=_generator_code,
             kind="code",
@@ -364,18 +472,22 @@ TRAIN_RL = Flow(
                 "    a, b = rng.randint(1, 99), rng.randint(1, 99)\n"
                 '    return {"prompt": f"What is {a} + {b}?", "answer": str(a + b)}'
             ),
-            title="generator",
+            title="Scenario generator",
         ),
         Text(
             "system_prompt",
-            "A system prompt for the agent? (optional)",
+            "Which system prompt should the agent get, if any?",
+            guide=(
+                "Instructions the agent sees first in every episode. Reply `skip` for none: the "
+                "script then uses your task description."
+            ),
             parse=v.text(min_len=1, max_len=8000),
             default=lambda a: "",
             default_label="no system prompt",
             display=lambda value: value or "(none)",
             help="Instructions the agent sees first in every episode. Reply `skip` for none.",
             example="You are a careful math tutor. Reply with the final number only.",
-            title="system prompt",
+            title="System prompt",
         ),
         Choice(
             "uses_tools",
@@ -385,11 +497,16 @@ TRAIN_RL = Flow(
                 Option("no", "No, it plays an environment"),
             ),
             when=MULTI_TURN,
-            title="tool use",
+            title="Tool use",
         ),
         Text(
             "tools",
-            "Paste the tools as a JSON list of OpenAI function-calling schemas.",
+            "Which tools can the agent call?",
+            guide=(
+                "Paste them as a JSON list of OpenAI function-calling schemas, or upload a .json "
+                "file. Each tool's name must be a Python identifier; its parameters are a "
+                "JSON-Schema object."
+            ),
             parse=v.tool_schemas,
             kind="json",
             when=WITH_TOOLS,
@@ -405,10 +522,15 @@ TRAIN_RL = Flow(
                 'docs", "parameters": {"type": "object", "properties": {"query": {"type": '
                 '"string"}}, "required": ["query"]}}}]'
             ),
+            title="Tools",
         ),
         Choice(
             "final_answer_tool",
-            "Which tool ends the episode? Calling it gives the agent's final answer.",
+            "Which tool ends the episode?",
+            guide=(
+                "Calling it gives the agent's final answer: its arguments become the `answer` "
+                "your reward sees."
+            ),
             options_from=_final_answer_options,
             options_reads=("tools",),
             when=WITH_TOOLS,
@@ -430,7 +552,7 @@ TRAIN_RL = Flow(
                 "tool call, and that text is the answer. An episode that hits the turn limit has "
                 'no answer: the reward sees "" and the trajectory\'s metric `answered` is false.'
             ),
-            title="final-answer tool",
+            title="Final-answer tool",
         ),
         Choice(
             "tool_execution",
@@ -440,14 +562,17 @@ TRAIN_RL = Flow(
                 Option("http", "An HTTP API", "A URL per tool; arguments are POSTed as JSON"),
             ),
             when=WITH_TOOLS,
-            title="tool execution",
+            title="Tool execution",
         ),
         Text(
             "tool_code",
-            (
-                "Paste the tool implementations: one Python function per tool, named like the "
-                "tool, taking its parameters by name."
+            "Which Python code runs the tools?",
+            guide=(
+                "One function per tool, named like the tool and taking its parameters by name "
+                "(sync or async). What it returns is shown to the agent; an exception becomes an "
+                "error message the agent sees. Paste it or upload a .py file."
             ),
+            details=_tool_code_details,
             parse=_tool_code,
             kind="code",
             when=LOCAL_TOOLS,
@@ -458,11 +583,13 @@ TRAIN_RL = Flow(
                 "becomes an error message the agent sees."
             ),
             example='def search(query: str) -> str:\n    return DOCS.get(query, "no match")',
-            title="tool code",
+            title="Tool code",
         ),
         Text(
             "tool_urls",
-            "The URL for each tool, one `tool_name: https://...` per line (or a JSON object).",
+            "Which URL serves each tool?",
+            guide="One `tool_name: https://...` per line, or a JSON object of them.",
+            details=_tool_urls_details,
             parse=v.tool_urls,
             kind="text",
             when=all_of(WITH_TOOLS, is_("tool_execution", "http")),
@@ -471,14 +598,19 @@ TRAIN_RL = Flow(
                 "response text to the agent."
             ),
             example="search: https://tools.internal/search",
-            title="tool URLs",
+            title="Tool URLs",
         ),
         Text(
             "environment",
-            (
-                "Paste the environment as Python: `create_game(scenario)`, "
-                "`render_observation(game)` (what the agent sees each turn), `apply_action(game, "
-                "action)` (raise ValueError for an invalid move) and `is_finished(game)`."
+            "Which Python code is the environment?",
+            guide=(
+                "Four functions. `create_game(scenario)` returns the `game`: any object that holds "
+                "one episode's state, made from its `scenario`. `render_observation(game)` is the "
+                "text the agent sees each turn. `apply_action(game, action)` applies the agent's "
+                "reply `action` (its text) and raises ValueError for an invalid move. "
+                "`is_finished(game)` says when the episode is over. An optional "
+                "`compute_reward(scenario, game, trajectory)` can be the reward. Paste the code "
+                "or upload a .py file."
             ),
             parse=_environment_code,
             kind="code",
@@ -504,10 +636,15 @@ TRAIN_RL = Flow(
                 "def is_finished(game):\n"
                 '    return game["won"] or len(game["guesses"]) >= 5'
             ),
+            title="Environment",
         ),
         Text(
             "episode_end",
-            "When does an episode end? (win or loss conditions, limits)",
+            "When does an episode end?",
+            guide=(
+                "In words: win or loss conditions, limits. It tells RULER's judge and the next "
+                "engineer when an episode is over; the turn limit comes next."
+            ),
             parse=v.text(min_len=3, max_len=2000),
             when=MULTI_TURN,
             help=(
@@ -515,11 +652,12 @@ TRAIN_RL = Flow(
                 "turn limit comes next."
             ),
             example="When the agent answers without calling a tool, or after 10 turns.",
-            title="episode end",
+            title="Episode end",
         ),
         Text(
             "max_turns",
-            "Maximum turns per episode?",
+            "At most how many turns may an episode take?",
+            guide="A whole number from 1 to 100: the episode stops there even if it is not over.",
             parse=v.int_in(1, 100),
             kind="number",
             when=MULTI_TURN,
@@ -529,7 +667,7 @@ TRAIN_RL = Flow(
                 "A whole number from 1 to 100; the episode stops there even if it is not finished."
             ),
             example="10",
-            title="max turns",
+            title="Max turns",
         ),
         Choice(
             "reward",
@@ -553,13 +691,12 @@ TRAIN_RL = Flow(
                 "correctness (exact answers, game outcomes); custom mixes both."
             ),
             intro_note=RULER_NOTE,
+            title="Reward",
         ),
         Text(
             "reward_logic",
-            (
-                "The reward: a Python expression, or a function `compute_reward(...)` returning a "
-                "float."
-            ),
+            "How should an episode be scored?",
+            details=_reward_names,
             parse=v.reward_logic(rollout_pattern),
             kind="code",
             when=ASKS_REWARD_LOGIC,
@@ -572,8 +709,7 @@ TRAIN_RL = Flow(
                 "invalid), scaled, composite. Extra signals go in trajectory.metrics and must be "
                 "numbers or bools."
             ),
-            example='1.0 if answer.strip() == scenario["answer"] else 0.0',
-            title="reward logic",
+            title="Reward code",
         ),
         Text(
             "extra_packages",
@@ -591,13 +727,14 @@ TRAIN_RL = Flow(
                 "or pip options."
             ),
             example="pyyaml>=6\nrequests",
-            title="extra packages",
+            title="Extra packages",
         ),
         Text(
             "reward_mix",
-            (
-                "How much weight does RULER's score get in the final reward (0 to 1)? The rest "
-                "goes to your reward."
+            "How much of the final reward should come from RULER's score?",
+            guide=(
+                "A weight `w` from 0 to 1: reward = w * RULER's score + (1 - w) * your reward, so "
+                "0.5 weighs them equally."
             ),
             parse=v.float_in(0.0, 1.0),
             kind="number",
@@ -606,7 +743,7 @@ TRAIN_RL = Flow(
             default_label="0.5",
             help="reward = w * ruler_score + (1 - w) * your_reward, with w from 0 to 1.",
             example="0.5",
-            title="reward mix",
+            title="Reward mix",
         ),
         Choice(
             "judge_model",
@@ -617,7 +754,7 @@ TRAIN_RL = Flow(
             recommend_reads=(),
             other=v.litellm_model_id,
             other_hint="Or type another LiteLLM model id, e.g. `anthropic/claude-sonnet-4-5`.",
-            title="judge model",
+            title="Judge model",
         ),
         Choice(
             "train_split",
@@ -628,29 +765,31 @@ TRAIN_RL = Flow(
                 Option("separate", "A separate source", "A JSONL file on the runner host"),
             ),
             when=not_(FROM_GENERATOR),
-            title="training split",
+            title="Training scenarios",
         ),
         Text(
             "train_fraction",
-            "What fraction of the scenarios trains (0 to 1)?",
+            "What fraction of the scenarios is used for training?",
+            guide="A number above 0 and up to 1: 0.8 trains on 80% of them.",
             parse=v.float_in(0.0, 1.0, low_open=True),
             kind="number",
             when=is_("train_split", "fraction"),
             example="0.8",
-            title="training fraction",
+            title="Training fraction",
         ),
         Text(
             "train_source",
-            "The path of the training JSONL file on the runner host?",
+            "Where is the training JSONL file on the runner host?",
+            guide="Its path on the machine that trains: one JSON object per line.",
             parse=v.runner_path((".jsonl",)),
             kind="path",
             when=is_("train_split", "separate"),
             example="/data/math/train.jsonl",
-            title="training source",
+            title="Training file",
         ),
         Choice(
             "val_split",
-            "Validation: how should the model be checked during training?",
+            "How should the model be checked during training?",
             options=(
                 Option("held_out", "Hold out a fraction", "Of the scenarios, never trained on"),
                 Option("separate", "A separate source", "A JSONL file on the runner host"),
@@ -660,11 +799,11 @@ TRAIN_RL = Flow(
             recommend=lambda a: "held_out",
             recommend_reads=(),
             help="Validation logs val/reward, which picks the best checkpoint to keep.",
-            title="validation",
+            title="Validation",
         ),
         Choice(
             "val_generated",
-            "Validation: how should the model be checked during training?",
+            "How should the model be checked during training?",
             options=(
                 Option("generated", "A fixed set from the generator", "Same seed every time"),
                 Option("separate", "A separate source", "A JSONL file on the runner host"),
@@ -673,31 +812,33 @@ TRAIN_RL = Flow(
             when=FROM_GENERATOR,
             recommend=lambda a: "generated",
             recommend_reads=(),
-            title="validation",
+            title="Validation",
         ),
         Text(
             "val_fraction",
-            "What fraction of the scenarios is held out for validation (between 0 and 1)?",
+            "What fraction of the scenarios should be held out for validation?",
+            guide="A number between 0 and 1; held-out scenarios are never trained on.",
             parse=_val_fraction,
             kind="number",
             when=is_("val_split", "held_out"),
             default=lambda a: _check_val_fraction(0.1, a),
             default_label="0.1",
             example="0.1",
-            title="validation fraction",
+            title="Validation fraction",
         ),
         Text(
             "val_source",
-            "The path of the validation JSONL file on the runner host?",
+            "Where is the validation JSONL file on the runner host?",
+            guide="Its path on the machine that trains: one JSON object per line.",
             parse=v.runner_path((".jsonl",)),
             kind="path",
             when=any_of(is_("val_split", "separate"), is_("val_generated", "separate")),
             example="/data/math/val.jsonl",
-            title="validation source",
+            title="Validation file",
         ),
         Text(
             "val_every",
-            "Validate every how many training steps?",
+            "Every how many training steps should validation run?",
             parse=v.int_in(1, 10_000),
             kind="number",
             when=VALIDATED,
@@ -705,11 +846,11 @@ TRAIN_RL = Flow(
             default_label="every 10 steps",
             help="Validation also runs after the last step.",
             example="10",
-            title="validation interval",
+            title="Validation interval",
         ),
         Text(
             "val_max_groups",
-            "At most how many validation scenarios per validation run?",
+            "At most how many scenarios should one validation run use?",
             parse=v.int_in(1, 1_000),
             kind="number",
             when=VALIDATED,
@@ -717,29 +858,35 @@ TRAIN_RL = Flow(
             default_label="8",
             help="A cap keeps validation cheap: each scenario costs one group of rollouts.",
             example="8",
-            title="validation cap",
+            title="Validation cap",
         ),
         Choice(
             "base_model",
-            "Which base model?",
+            "Which base model should training start from?",
             options=tuple(Option(m, m) for m in BASE_MODELS),
-            title="base model",
+            title="Base model",
         ),
         Text(
             "project",
-            "Project name?",
+            "What is the project called?",
+            guide="A name of letters, digits, `.`, `_` and `-`; a project groups its runs.",
             parse=v.slug(),
             default=lambda a: "rl-project",
             default_label="`rl-project`",
             example="rl-project",
+            title="Project",
         ),
         Text(
             "run_name",
-            "Run name? A static, descriptive name such as `math-solver-001` (I won't make one up).",
+            "What is this run called?",
+            guide=(
+                "A static, descriptive name of letters, digits, `.`, `_` and `-` (I won't make "
+                "one up). It names the model and its checkpoints; resuming uses it."
+            ),
             parse=v.slug(),
             help="It names the model and its checkpoints; resuming uses it, so keep it stable.",
             example="math-solver-001",
-            title="run name",
+            title="Run name",
         ),
         Choice(
             "backend",
@@ -748,13 +895,14 @@ TRAIN_RL = Flow(
                 Option("local", "LocalBackend", "On a GPU host (vLLM + Unsloth)"),
                 Option("serverless", "ServerlessBackend", "W&B Training; needs WANDB_API_KEY"),
             ),
+            title="Backend",
         ),
         Choice(
             "hyperparameters",
-            (
-                "Hyperparameters: use the defaults or customize? Defaults: learning rate 1e-5, 4 "
-                "rollouts per group, 2 groups per step, 50 steps (open-ended loop) or 3 epochs "
-                "(dataset loop)."
+            "Use the default hyperparameters, or customize them?",
+            guide=(
+                "The defaults: learning rate 1e-5, 4 rollouts per group, 2 groups per step, 50 "
+                "steps (open-ended loop) or 3 epochs (dataset loop)."
             ),
             options=(
                 Option("defaults", "Use defaults"),
@@ -762,13 +910,12 @@ TRAIN_RL = Flow(
             ),
             recommend=lambda a: "defaults",
             recommend_reads=(),
+            title="Hyperparameters",
         ),
         ValuesMenu(
             "hyperparameter_values",
-            (
-                "Which hyperparameter do you want to change? Pick one, give its value; `done` when "
-                "finished."
-            ),
+            "Which hyperparameter do you want to change?",
+            guide="Pick one, then type its new value; Done keeps the values as shown.",
             when=CUSTOM_HYPERPARAMETERS,
             fields=(
                 _hyperparameter(
@@ -814,7 +961,7 @@ TRAIN_RL = Flow(
                 "to keep the rest."
             ),
             example="2",
-            title="hyperparameters (custom)",
+            title="Custom hyperparameters",
         ),
         Choice(
             "iteration",
@@ -826,7 +973,17 @@ TRAIN_RL = Flow(
             recommend=lambda a: "open_ended" if FROM_GENERATOR(a) else "dataset",
             recommend_reads=("scenario_source",),
             check=_check_iteration,
+            title="Training loop",
         ),
+    ],
+    parts=[
+        Part("Your task", "replayable"),
+        Part("Scenarios", "scenario_source"),
+        Part("The agent", "system_prompt"),
+        Part("Reward", "reward"),
+        Part("Training and validation data", "train_split"),
+        Part("Model and run", "base_model"),
+        Part("Training", "hyperparameters"),
     ],
 )
 

@@ -20,6 +20,10 @@ class Reply:
     value: str | None = None
     step_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
+    empty_means_default: bool = False
+    """Set by an edge where an empty reply is a real gesture (Enter in the terminal): with no
+    text it takes the open question's default, where it has one. Elsewhere (Slack) an empty
+    reply stays a refused answer."""
 
     @classmethod
     def button(cls, step_id: str, value: str) -> Reply:
@@ -39,6 +43,24 @@ class OptionView:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """Where a question stands, in words that stay true as branches open: its part (the number
+    of parts never changes) and its place among that part's questions (which depends only on
+    earlier answers, so it never jumps)."""
+
+    part: str
+    part_number: int
+    parts: int
+    question: int
+
+    def __str__(self) -> str:
+        return (
+            f"Part {self.part_number} of {self.parts}: {self.part} · "
+            f"question {self.question} of this part"
+        )
+
+
+@dataclass(frozen=True)
 class Question:
     """Ask one step. Choices carry their options (recommended first); text questions a hint."""
 
@@ -47,8 +69,18 @@ class Question:
     kind: str
     options: tuple[OptionView, ...] = ()
     hint: str = ""
-    position: int = 0
-    total: int = 0
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True)
+class EditMenu:
+    """The answered questions, by their labels, to pick one to change (`edit`). Each option's
+    value is a step id: a click is `Reply.button(EDIT_MENU, step_id)`, typing is
+    `edit <number or label>`."""
+
+    text: str
+    options: tuple[OptionView, ...]
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,7 +95,10 @@ class Problem:
     text: str
 
 
-Message = Question | Notice | Problem
+Message = Question | Notice | Problem | EditMenu
+
+EDIT_MENU = "edit"
+"""The step id an Edit menu's buttons carry (no flow step may have it)."""
 
 
 @dataclass(frozen=True)

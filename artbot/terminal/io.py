@@ -13,6 +13,7 @@ from flows import (
     MAX_ATTACHMENT_BYTES,
     Answered,
     Attachment,
+    EditMenu,
     Effect,
     Message,
     Notice,
@@ -59,8 +60,8 @@ class Terminal:
         while True:
             line = self._line("> ")
             stripped = line.strip()
-            if not stripped:
-                continue
+            if not stripped:  # Enter alone: the open question's default, where it has one
+                return Reply(text="", empty_means_default=True)
             if stripped.lower() in ("/quit", "/exit"):
                 raise EndOfInput("quit")
             if stripped.startswith(FENCE):
@@ -134,14 +135,16 @@ class Terminal:
         for message in messages:
             if isinstance(message, Question):
                 self._question(message)
+            elif isinstance(message, EditMenu):
+                self._edit_menu(message)
             elif isinstance(message, Problem):
                 self.problem(message.text)
             elif isinstance(message, Notice):
                 self.write(message.text)
 
     def _question(self, question: Question) -> None:
-        place = f"[{question.position}/{question.total}] " if question.total else ""
         first, _, rest = question.text.partition("\n")
+        place = f"[{question.progress}] " if question.progress is not None else ""
         self.write("")
         self.write(self._style(place + first, "1"))
         if rest:
@@ -154,6 +157,13 @@ class Terminal:
             self.write(self._style("  Reply with a number or an option's name.", "2"))
         if question.hint:
             self.write(self._style(f"  Hint: {question.hint}", "36"))
+
+    def _edit_menu(self, menu: EditMenu) -> None:
+        self.write(menu.text)
+        for option in menu.options:
+            self.write(f"  {option.number:>2}. {option.label}: {option.description}")
+        if menu.hint:
+            self.write(self._style(f"  {menu.hint}", "36"))
 
     def _style(self, text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text

@@ -18,6 +18,7 @@ from bot.blocks import (
     RUN_CANCEL_ACTION,
     RUN_FIX_ACTION,
     parse_answer_value,
+    picked_value,
 )
 from bot.listeners.guard import AfterAck
 from bot.script_results import parse_session_ref
@@ -39,7 +40,7 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         context: BoltContext,
     ) -> None:
         ack()
-        parsed = parse_answer_value(action.get("value") or "")
+        parsed = parse_answer_value(picked_value(action))
         key = action_key(body)
         if parsed is None or key is None:
             return

@@ -77,7 +77,10 @@ def test_answers_can_come_on_stdin(workdir: Path, monkeypatch: pytest.MonkeyPatc
             "answers.json: tool_execution: 'carrier pigeon' is not one of local, http",
         ),
         ({"epochs": 3}, "answers.json: epochs: not a question of the train-rl flow"),
-        ({"run_name": None}, "answers.json: run_name: no answer (the question: Run name?"),
+        (
+            {"run_name": None},
+            "answers.json: run_name: no answer (the question: What is this run called?",
+        ),
     ],
     ids=["bad text", "out of range", "bad option", "unknown key", "missing"],
 )

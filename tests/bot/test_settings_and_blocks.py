@@ -12,13 +12,15 @@ from bot.blocks import (
     SECTION_LIMIT,
     TEXT_LIMIT,
     answered_message,
+    edit_menu_message,
     parse_answer_value,
+    picked_value,
     problem_message,
     question_message,
 )
 from bot.settings import SettingsError, load_settings
 from bot.slack_text import escape
-from flows import OptionView, Problem, Question
+from flows import EDIT_MENU, EditMenu, OptionView, Problem, Progress, Question
 from tests.fakes.slack_api import block_errors
 
 GOOD = {"SLACK_BOT_TOKEN": "xoxb-1-2", "SLACK_SIGNING_SECRET": "s3cret"}
@@ -76,7 +78,12 @@ def test_artbot_serve_refuses_to_start_without_settings() -> None:
 def test_a_question_with_huge_text_and_long_labels_stays_within_limits() -> None:
     options = tuple(OptionView(f"v{i}", "x" * 200, "", i, i == 1) for i in range(1, 31))
     question = Question(
-        "step", "q" * 10_000 + "\n" + "line\n" * 2000, "choice", options, "hint", 3, 20
+        "step",
+        "q" * 10_000 + "\n" + "line\n" * 2000,
+        "choice",
+        options,
+        "hint",
+        Progress("Reward", 4, 7, 2),
     )
     message = question_message(question)
     assert block_errors(message.blocks) == []
@@ -87,6 +94,34 @@ def test_a_question_with_huge_text_and_long_labels_stays_within_limits() -> None
         len(b["text"]["text"]) <= SECTION_LIMIT for b in message.blocks if b["type"] == "section"
     )
     assert parse_answer_value(buttons[0]["value"]) == ("step", "v1")
+
+
+def test_the_edit_menu_is_buttons_up_to_five_answers_then_a_select_within_limits() -> None:
+    def menu(count: int) -> EditMenu:
+        options = tuple(
+            OptionView(f"step_{i}", f"Question {i} " + "x" * 100, "y" * 300, i, False)
+            for i in range(1, count + 1)
+        )
+        return EditMenu("Which answer do you want to change?", options, "Or type `edit 2`.")
+
+    few = edit_menu_message(menu(5))
+    buttons = [e for b in few.blocks if b["type"] == "actions" for e in b["elements"]]
+    assert [b["type"] for b in buttons] == ["button"] * 5
+    assert parse_answer_value(buttons[1]["value"]) == (EDIT_MENU, "step_2")
+    assert all(len(b["text"]["text"]) <= BUTTON_TEXT_LIMIT for b in buttons)
+
+    many = edit_menu_message(menu(30))
+    assert block_errors(many.blocks) == []
+    (select,) = [e for b in many.blocks if b["type"] == "actions" for e in b["elements"]]
+    assert select["type"] == "static_select" and len(select["options"]) == 30
+    assert all(
+        len(o["text"]["text"]) <= 75 and len(o["description"]["text"]) <= 75
+        for o in select["options"]
+    )
+    assert parse_answer_value(picked_value({"selected_option": select["options"][2]})) == (
+        EDIT_MENU,
+        "step_3",
+    )
 
 
 def test_user_text_cannot_mention_or_link() -> None:

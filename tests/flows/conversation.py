@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from flows import Completed, Notice, Problem, Question, Reply, Turn, advance, begin
+from flows import (
+    Completed,
+    EditMenu,
+    Notice,
+    Problem,
+    Question,
+    Reply,
+    Turn,
+    advance,
+    begin,
+)
 from flows.session import Session
 from flows.train_rl import TRAIN_RL
 
@@ -43,6 +53,10 @@ class Conversation:
     def asking(self) -> str | None:
         asked = self.asked()
         return asked.step_id if asked else None
+
+    def edit_menu(self) -> EditMenu | None:
+        menus = [m for m in self.last.messages if isinstance(m, EditMenu)]
+        return menus[-1] if menus else None
 
     def problem(self) -> str | None:
         problems = [m.text for m in self.last.messages if isinstance(m, Problem)]

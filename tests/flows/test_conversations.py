@@ -219,7 +219,9 @@ def test_back_edit_restart_and_cancel() -> None:
     assert chat.session.answers["scenario_rows"] == MATH_ROWS  # nothing else lost
 
     chat.say("edit nonsense")
-    assert chat.problem() is not None and "edit <question>" in chat.problem()  # type: ignore[operator]
+    assert chat.problem() == "There is no answered question “nonsense”. Pick one here:"
+    menu = chat.edit_menu()
+    assert menu is not None and menu.options[2].label == "Task"  # the answered ones, by label
     assert chat.asking() is None and chat.session.answers["task"]
 
     chat.say("status")

@@ -234,7 +234,9 @@ def test_a_missing_answer_without_default_names_the_question() -> None:
         replay(TRAIN_RL, answers)
 
     assert raised.value.step_id == "run_name"
-    assert "no answer" in raised.value.message and "Run name?" in raised.value.message
+    assert (
+        "no answer" in raised.value.message and "What is this run called?" in raised.value.message
+    )
 
 
 def test_unknown_keys_are_named() -> None:

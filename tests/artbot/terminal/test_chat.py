@@ -269,3 +269,39 @@ def test_an_unusable_database_url_is_a_usage_error(home: Path) -> None:
     result = chat(home, [], "--database-url", "mysql://u@h/db")
     assert result.returncode == 2
     assert "unsupported database 'mysql'" in result.stderr
+
+
+def test_enter_alone_takes_the_default_and_says_which_or_is_refused_without_one(
+    home: Path,
+) -> None:
+    result = chat(
+        home,
+        [
+            "static",
+            "single",
+            "",  # the task has no default: refused, asked again
+            "Add small numbers and answer with the sum only.",
+            "inline",
+            json.dumps(MATH_ROWS[0]),
+            "",  # the system prompt's default: none
+        ],
+    )
+
+    assert result.returncode == 3
+    assert "Problem: The answer is empty." in result.stdout
+    assert "Nothing typed, so System prompt takes its default: (none)." in result.stdout
+    assert questions(result.stdout)[-1] == "How is the agent rewarded?"
+    assert stored_step(home) == "reward"
+
+
+def test_the_edit_menu_lists_the_answers_by_label_and_edit_a_number_jumps_back(
+    home: Path,
+) -> None:
+    result = chat(home, [*UP_TO_SCENARIOS, "edit", "edit 2"])
+
+    assert "Which answer do you want to change?" in result.stdout
+    assert "   1. Replayability: Only logged or static scenarios" in result.stdout
+    assert "   2. Single or multi-turn: Single-turn" in result.stdout
+    assert questions(result.stdout)[-1] == "Single-turn or multi-turn?"
+    assert "[Part 1 of 7: Your task · question 2 of this part]" in result.stdout
+    assert stored_step(home) == "turns"

@@ -115,7 +115,9 @@ def test_questions_answered_free_text_confirmed_and_the_script_written(
     assert "I read that as: *0.2*." in out
     assert "Reply `yes` to use it, or `no` to answer again." in out
     assert "Not used." in out
-    assert out.count("Which base model?") >= 3  # asked, asked again after the answer, after no
+    assert (
+        out.count("Which base model should training start from?") >= 3
+    )  # asked, asked again after the answer, after no
     script = home / "work" / "chat-assist-001.py"
     assert script.is_file()
     assert BIGGER_QWEN in script.read_text()
