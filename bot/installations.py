@@ -27,14 +27,15 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.oauth.installation_store.models.installation import Installation
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
-from sqlalchemy import Boolean, DateTime, Engine, String, select
+from sqlalchemy import Boolean, Engine, String, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sql_store import SqlStore
 
 log = logging.getLogger(__name__)
 
-KEY = 255
+KEY = KEY_PART_MAX
 BOT_SCOPES = (
     "commands",
     "chat:write",
@@ -75,8 +76,8 @@ class WorkspaceRow(Base):
     """The Enterprise Grid organization, where Slack gives one."""
     enterprise_install: Mapped[bool] = mapped_column(Boolean, default=False)
     """Installed org-wide: the token is the organization's, found by `enterprise`."""
-    installed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    removed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    installed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the app was last uninstalled or its bot token revoked (kept after a reinstall)."""
     removed_reason: Mapped[str | None] = mapped_column(String(32))
     active: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -106,6 +107,11 @@ class NotInstalled(SlackApiError):
 
 class Workspaces(SqlStore):
     """The teams the bot serves: their enterprise, and whether the app is still installed."""
+
+    @property
+    def engine(self) -> Engine:
+        """The engine this store uses (its schema applied): slack_sdk's stores share it."""
+        return self._engine
 
     def get(self, team: str) -> Workspace | None:
         with self._transaction() as orm:
@@ -157,7 +163,9 @@ class Workspaces(SqlStore):
     def teams_of(self, enterprise: str) -> list[str]:
         """The teams of an organization the bot has served."""
         with self._transaction() as orm:
-            rows = orm.scalars(select(WorkspaceRow.team).where(WorkspaceRow.enterprise == enterprise))
+            rows = orm.scalars(
+                select(WorkspaceRow.team).where(WorkspaceRow.enterprise == enterprise)
+            )
             return sorted(rows)
 
 
