@@ -89,7 +89,8 @@ def home_blocks(
     if not sessions:
         blocks.append(_section("You have no wizards yet."))
     for index, stored in enumerate(sessions):
-        task = stored.session.answers.get("task") or "(task not given yet)"
+        answers, prefill = stored.session.answers, stored.session.prefill
+        task = answers.get("task") or prefill.get("task") or "(task not given yet)"
         state = "expired" if stored.expired else stored.session.status
         text = (
             f"*{escape(clip(str(task), 150))}*\n"

@@ -42,9 +42,10 @@ EXPIRY_INTERVAL_S = 600.0
 def web_for(
     app: ArtbotApp, service: WizardService, socket_connected: Callable[[], bool] | None = None
 ) -> BotWeb:
-    """The ASGI app: Bolt at /slack/events unless in Socket Mode (`socket_connected` given)."""
+    """The ASGI app: Bolt at /slack/events unless in Socket Mode (`socket_connected` given),
+    and at the install pages with OAuth."""
     health = HealthCheck(service.store, socket_connected)
-    return BotWeb(health, app.metrics, app if socket_connected is None else None)
+    return BotWeb(health, app.metrics, app, events=socket_connected is None)
 
 
 def _config(web: BotWeb, host: str, port: int) -> uvicorn.Config:
@@ -171,6 +172,8 @@ def run_serve_command(args: argparse.Namespace) -> int:
         else:
             web = web_for(app, service)
             log.info("artbot serving HTTP on %s:%d%s", args.host, port, EVENTS_PATH)
+        if app.oauth_flow is not None:
+            log.info("installs: https://YOUR-HOST%s (port %d)", app.oauth_flow.install_path, port)
         GracefulServer(_config(web, args.host, port)).run()
     except KeyboardInterrupt:
         pass

@@ -100,7 +100,7 @@ class BotFactory:
             **kwargs,
         )
         app = create_app(settings, service)
-        bot = Bot(app, service, self.fake, settings, executor, start_outbox(service, app.client))
+        bot = Bot(app, service, self.fake, settings, executor, start_outbox(service, app.client_for))
         self.made.append(bot)
         return bot
 
