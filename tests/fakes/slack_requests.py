@@ -209,10 +209,10 @@ def event_callback(
     signing_secret: str = SIGNING_SECRET,
 ) -> SignedRequest:
     """The Events API envelope around `event`; `retry_num` adds Slack's retry headers.
-`enterprise_id` for a workspace of an Enterprise Grid organization; `bot_user_id` the bot's
-user in that workspace.
+    `enterprise_id` for a workspace of an Enterprise Grid organization; `bot_user_id` the bot's
+    user in that workspace.
 
-    A retry is the same body (same `event_id`) sent again: pass the first delivery's `event_id`.
+        A retry is the same body (same `event_id`) sent again: pass the first delivery's `event_id`.
     """
     event_ts = str(event.get("event_ts") or event.get("ts") or time.time())
     envelope = {
