@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
@@ -16,6 +16,7 @@ import pytest
 from bot.blocks import text_message
 from bot.home import HOME_BLOCKS_MAX, home_blocks
 from bot.installations import BOT_SCOPES
+from bot.runs.store import Run
 from bot.serve import BotServer, web_for
 from bot.settings import SettingsError, load_settings
 from bot.thread_effects import Post
@@ -279,6 +280,31 @@ def test_the_home_tab_lists_wizards_with_links_in_each_workspace(oauth_bot: OAut
     assert publish.token == token_of(fake, "T0NORTH")
 
 
+def test_a_workspace_of_an_enterprise_is_keyed_by_team_and_keeps_its_enterprise(
+    oauth_bot: OAuthBot,
+) -> None:
+    fake, bot = oauth_bot.fake, oauth_bot.bot
+    oauth_bot.install("T0NORTH", enterprise_id="E0GRID", enterprise_name="Grid Org")
+    token = token_of(fake, "T0NORTH")
+
+    workspace = bot.service.workspaces.get("T0NORTH") if bot.service.workspaces else None
+    assert workspace is not None and workspace.enterprise == "E0GRID"
+    assert not workspace.enterprise_install
+    store = bot.app.installation_store
+    assert store is not None
+    found = store.find_bot(enterprise_id="E0GRID", team_id="T0NORTH")
+    assert found is not None and found.bot_token == token
+    assert bot.app.client_for("T0NORTH").token == token
+    # A request from that workspace carries the enterprise: Bolt finds the same installation.
+    opened = event_callback(
+        app_home_opened_event("U0GRIDUSER"), team_id="T0NORTH", enterprise_id="E0GRID"
+    )
+    assert bot.dispatch(opened) == 200
+    fake.wait_for(lambda f: f.home_view("U0GRIDUSER") is not None)
+    (publish,) = fake.calls("views.publish")
+    assert publish.token == token
+
+
 def test_the_home_tab_stays_within_slacks_block_limit() -> None:
     now = Session.start(TRAIN_RL.id)
     sessions = [
@@ -286,10 +312,33 @@ def test_the_home_tab_stays_within_slacks_block_limit() -> None:
         for i in range(60)
     ]
 
-    view = home_blocks(sessions[:15], [], {}, total_sessions=len(sessions))
+    runs = [
+        Run(
+            approval_id=i,
+            team="T1",
+            channel="C1",
+            thread=f"1700000000.{i:06d}",
+            owner="U1",
+            script_name=f"run-{i}.py",
+            script_sha256="0" * 64,
+            backend="local",
+            job_id=f"job-{i}",
+            state="running",
+            created_at=_t(i),
+        )
+        for i in range(10)
+    ]
+    links = {s.key: f"https://x.slack.com/archives/C1/p{i}" for i, s in enumerate(sessions)}
 
-    assert len(view["blocks"]) <= HOME_BLOCKS_MAX
-    assert "and 45 older" in str(view["blocks"][-1])
+    view = home_blocks(sessions[:15], runs, links, total_sessions=len(sessions))
+
+    blocks = view["blocks"]
+    assert len(blocks) <= HOME_BLOCKS_MAX
+    assert any("and 45 older" in str(b) for b in blocks)
+    run_items = [b for b in blocks if str(b.get("block_id", "")).startswith("run-")]
+    assert len(run_items) == 10
+    assert "run-0.py" in run_items[0]["text"]["text"] and "training" in run_items[0]["text"]["text"]
+    assert run_items[0]["accessory"]["url"] == links[runs[0].key]
 
 
 def test_oauth_and_a_bot_token_are_one_or_the_other() -> None:
@@ -319,7 +368,5 @@ def _stored(bot: Bot, key: SessionKey) -> StoredSession:
     return stored
 
 
-def _t(i: int) -> object:
-    from datetime import UTC, datetime
-
+def _t(i: int) -> datetime:
     return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=i)
