@@ -27,7 +27,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.oauth.installation_store.models.installation import Installation
 from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
 from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
-from sqlalchemy import Boolean, Engine, String, select
+from sqlalchemy import Boolean, Engine, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from storage.database import KEY_PART_MAX, UTCDateTime
@@ -160,14 +160,6 @@ class Workspaces(SqlStore):
             row.removed_reason = reason
         return now
 
-    def teams_of(self, enterprise: str) -> list[str]:
-        """The teams of an organization the bot has served."""
-        with self._transaction() as orm:
-            rows = orm.scalars(
-                select(WorkspaceRow.team).where(WorkspaceRow.enterprise == enterprise)
-            )
-            return sorted(rows)
-
 
 def _workspace(row: WorkspaceRow) -> Workspace:
     return Workspace(
@@ -237,10 +229,6 @@ class SlackClients:
         self._lock = threading.Lock()
         if installations is not None:
             installations.on_saved.append(self.forget)
-
-    @property
-    def single(self) -> WebClient | None:
-        return self._single
 
     def client_for(self, team: str) -> WebClient:
         """The client that acts in `team`; NotInstalled when the app has no bot token there."""

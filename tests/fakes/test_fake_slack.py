@@ -638,7 +638,7 @@ def test_each_workspace_has_its_own_token_and_channels() -> None:
             first.chat_postMessage(channel="C0OTHER", text="not my workspace")
         with pytest.raises(SlackApiError, match="channel_not_found"):
             other.chat_postMessage(channel=CHANNEL_ID, text="not mine either")
-        ts = first.chat_postMessage(channel=CHANNEL_ID, text="the first bot's")["ts"]
+        ts = str(first.chat_postMessage(channel=CHANNEL_ID, text="the first bot's")["ts"])
         fake.add_workspace(TEAM_ID, [], bot_token="xoxb-another-bot-in-the-team")
         another = WebClient(token="xoxb-another-bot-in-the-team", base_url=fake.base_url)
         with pytest.raises(SlackApiError, match="cant_update_message"):
