@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from slack_bolt import App, BoltRequest, BoltResponse
+from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
@@ -28,6 +29,16 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from assistant import Assistant
+from bot.installations import (
+    BOT_SCOPES,
+    STATE_EXPIRY_S,
+    ClientFor,
+    InstallationStore,
+    SlackClients,
+    StateStore,
+    Workspaces,
+    web_client_maker,
+)
 from bot.listeners import register_listeners
 from bot.listeners.guard import RECEIVED_AT, AfterAck
 from bot.metrics import BotMetrics
@@ -46,14 +57,22 @@ from storage.sessions import SessionStore
 LISTENER_WORKERS = 8
 """Threads for the listeners' work after their acks (SQL, rendering, Slack calls)."""
 REQUEST_KINDS = {"event_callback": "event", "block_actions": "action", "url_verification": "event"}
+INSTALL_PATH = "/slack/install"
+REDIRECT_PATH = "/slack/oauth_redirect"
 
 
 class ArtbotApp(App):
     """Bolt's App that counts and times its acks into `metrics` (HTTP and Socket Mode alike)."""
 
-    def __init__(self, *, metrics: BotMetrics, **kwargs: Any) -> None:
+    def __init__(self, *, metrics: BotMetrics, clients: SlackClients, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.metrics = metrics
+        self.clients = clients
+        """`client_for(team)`: the client that acts in a team outside requests."""
+
+    @property
+    def client_for(self) -> ClientFor:
+        return self.clients.client_for
 
     def dispatch(self, req: BoltRequest) -> BoltResponse:
         received = time.monotonic()
@@ -72,19 +91,25 @@ def request_kind(body: dict[str, Any]) -> str:
     return REQUEST_KINDS.get(str(body.get("type")), "other")
 
 
-def web_client(settings: BotSettings) -> WebClient:
-    """The Web API client: SLACK_API_URL if set; 429s and dropped connections retried."""
-    kwargs: dict[str, Any] = {}
-    if settings.slack_api_url:
-        kwargs["base_url"] = settings.slack_api_url
-    return WebClient(
-        token=settings.slack_bot_token.get_secret_value(),
-        retry_handlers=[
+def web_client(settings: BotSettings, token: str | None = None) -> WebClient:
+    """A Web API client with `token` (default: SLACK_BOT_TOKEN, if set): SLACK_API_URL if set;
+    429s and dropped connections retried."""
+    bot_token = settings.slack_bot_token
+    if token is None and bot_token is not None:
+        token = bot_token.get_secret_value()
+    return web_client_maker(**_client_options(settings))(token)
+
+
+def _client_options(settings: BotSettings) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "retry_handlers": [
             ConnectionErrorRetryHandler(max_retry_count=2),
             RateLimitErrorRetryHandler(max_retry_count=3),
-        ],
-        **kwargs,
-    )
+        ]
+    }
+    if settings.slack_api_url:
+        options["base_url"] = settings.slack_api_url
+    return options
 
 
 def build_service(
@@ -144,18 +169,19 @@ def build_service(
         runs=runs,
         max_upload_bytes=settings.artbot_max_upload_bytes,
         assistant=assistant,
+        workspaces=Workspaces(engine, schema=schema),
     )
 
 
 def start_outbox(
-    service: WizardService, client: WebClient, metrics: BotMetrics | None = None
+    service: WizardService, client_for: ClientFor, metrics: BotMetrics | None = None
 ) -> OutboxWorker:
-    """Deliver the service's outbox through `client` from now on (what an earlier process left
-    undelivered first), its depth and retries counted in `metrics`. One per database: the serve
-    process's."""
+    """Deliver the service's outbox, each thread through its team's client (`client_for`), from
+    now on (what an earlier process left undelivered first), its depth and retries counted in
+    `metrics`. One per database: the serve process's."""
     worker = OutboxWorker(
         service.outbox,
-        client,
+        client_for,
         generate=service.generate,
         on_retry=metrics.outbox_retries.inc if metrics is not None else None,
     )
@@ -172,13 +198,43 @@ def create_app(
     metrics: BotMetrics | None = None,
 ) -> ArtbotApp:
     """A Bolt App wired to `service`, talking to Slack (or SLACK_API_URL) with retries on 429;
-    its metrics (acks, turns, sessions by state) in `app.metrics`."""
+    its metrics (acks, turns, sessions by state) in `app.metrics`.
+
+    One workspace (SLACK_BOT_TOKEN): every request and `app.client_for` use that token. OAuth
+    (SLACK_CLIENT_ID): Bolt serves INSTALL_PATH and REDIRECT_PATH, keeps each installation in
+    the bot's database, and finds each request's token there; so does `app.client_for`.
+    """
     secret = settings.slack_signing_secret
     metrics = metrics or BotMetrics()
     metrics.watch_sessions(service.store.count_by_status)
+    make_client = web_client_maker(**_client_options(settings))
+    oauth: dict[str, Any] = {}
+    if settings.multi_workspace:
+        assert settings.slack_client_id and settings.slack_client_secret  # settings check both
+        workspaces = service.workspaces
+        if workspaces is None:
+            raise ValueError("OAuth needs the service's workspaces (build_service makes them)")
+        installations = InstallationStore(settings.slack_client_id, workspaces.engine, workspaces)
+        clients = SlackClients(make_client, installations=installations, workspaces=workspaces)
+        client = client or make_client(None)
+        oauth["oauth_settings"] = OAuthSettings(
+            client_id=settings.slack_client_id,
+            client_secret=settings.slack_client_secret.get_secret_value(),
+            scopes=list(BOT_SCOPES),
+            installation_store=installations,
+            state_store=StateStore(STATE_EXPIRY_S, workspaces.engine),
+            install_path=INSTALL_PATH,
+            redirect_uri_path=REDIRECT_PATH,
+            redirect_uri=settings.slack_redirect_uri,
+        )
+    else:
+        client = client or web_client(settings)
+        clients = SlackClients(make_client, single=client)
     app = ArtbotApp(
         metrics=metrics,
-        client=client or web_client(settings),
+        clients=clients,
+        client=client,
+        **oauth,
         signing_secret=secret.get_secret_value() if secret else None,
         # Socket Mode connections are authenticated by the app token; HTTP requests by signature.
         request_verification_enabled=secret is not None,
@@ -186,5 +242,5 @@ def create_app(
         process_before_response=True,
     )
     work = ThreadPoolExecutor(max_workers=LISTENER_WORKERS, thread_name_prefix="after-ack")
-    register_listeners(app, service, AfterAck(metrics, work))
+    register_listeners(app, service, AfterAck(metrics, work), clients)
     return app

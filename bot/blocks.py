@@ -26,7 +26,6 @@ RESULT_ACTIONS = ("result_approve", "result_edit", "result_regenerate", "result_
 RUN_CANCEL_ACTION = "run_cancel"
 RUN_FIX_ACTION = "run_fix"
 """A fix button's action id is `run_fix:<FixAction>`."""
-HOME_BLOCKS_MAX = 100
 RESULT_STEP = "result"
 """How the result buttons are remembered among the thread's question messages (no flow step
 has this id)."""
@@ -278,14 +277,3 @@ def sessions_text(sessions: Sequence[StoredSession]) -> str:
             f"updated {stored.updated_at:%Y-%m-%d %H:%M} UTC"
         )
     return "\n".join(lines)
-
-
-def home_view(wizards: str) -> dict[str, Any]:
-    """The App Home tab: how to start a wizard, then the user's `wizards` (`sessions_text`)."""
-    blocks = [
-        {"type": "header", "text": {"type": "plain_text", "text": "Your RL training wizards"}},
-        *sections("Start one in any channel with `/train-rl what the agent should get better at`."),
-        {"type": "divider"},
-        *sections(wizards),
-    ]
-    return {"type": "home", "blocks": blocks[:HOME_BLOCKS_MAX]}

@@ -316,6 +316,18 @@ class Outbox(SqlStore):
         thread's later effects go on without it."""
         self.settle(Settlement(claimed.key, given_up=[(claimed, error)]))
 
+    def give_up_team(self, team: str, error: str) -> int:
+        """The app left `team` (uninstalled, token revoked): its pending effects are given up
+        rather than retried forever; how many."""
+        with self._transaction() as orm:
+            result = orm.execute(
+                update(OutboxRow)
+                .where(_pending(), OutboxRow.team == team)
+                .values(delivered_at=self._clock(), in_doubt=0, error=error[:200])
+                .execution_options(synchronize_session=False)
+            )
+            return _rowcount(result)
+
     def release_claims(self) -> int:
         """Make effects claimed by a worker that is gone (an earlier process) due now. Only for
         the one worker of a database, at its start."""

@@ -58,8 +58,8 @@ class Transient(Exception):
 
 
 class OutboxWorker:
-    """Delivers what `outbox` holds through `client`, from a thread of its own; `generate`
-    starts a complete session's script.
+    """Delivers what `outbox` holds, each thread through its team's client (`client_for`), from
+    a thread of its own; `generate` starts a complete session's script.
 
     `delivered`, `retried` and `given_up` count effects since the start (for metrics, with
     `outbox.depth()`).
@@ -68,7 +68,7 @@ class OutboxWorker:
     def __init__(
         self,
         outbox: Outbox,
-        client: WebClient,
+        client_for: Callable[[str], WebClient],
         *,
         generate: Callable[[WebClient, SessionKey], None],
         workers: int = 8,
@@ -78,7 +78,7 @@ class OutboxWorker:
     ) -> None:
         self.outbox = outbox
         self._on_retry = on_retry
-        self._client = client
+        self._client_for = client_for
         self._generate = generate
         self._lease = lease
         self._poll_s = poll_s
@@ -246,31 +246,35 @@ class OutboxWorker:
 
     def _carry_out(self, claimed: Claimed, drain: _Drain) -> str | None:
         key, effect = claimed.key, claimed.effect
+        # The team's client; NotInstalled (a SlackApiError) when the app left the team: given up.
+        client = self._client_for(key.team)
         if isinstance(effect, Generate):
-            self._generate(self._client, key)  # hands the slow work to the results' executor
+            self._generate(client, key)  # hands the slow work to the results' executor
             return None
         if isinstance(effect, Retire):
             for question in drain.live(effect.step_id):
-                self._update(key, question.ts, answered_message(question.text, effect.shown))
+                self._update(
+                    client, key, question.ts, answered_message(question.text, effect.shown)
+                )
                 drain.settlement.retired.append(question.ts)
             return None
         if isinstance(effect, Ask):
             # One live question per thread: any other still offering buttons is superseded.
             for question in drain.live(keep=RESULT_STEP):
-                self._update(key, question.ts, superseded_message(question.text))
+                self._update(client, key, question.ts, superseded_message(question.text))
                 drain.settlement.retired.append(question.ts)
         assert isinstance(effect, Ask | Offer | Post)
         if claimed.in_doubt:
-            posted = self._posted_before(claimed)
+            posted = self._posted_before(client, claimed)
             if posted is not None:
                 log.info("outbox %d for %s was posted before a restart", claimed.id, key)
                 return posted
-        return self._post(claimed, effect.message)
+        return self._post(client, claimed, effect.message)
 
-    def _post(self, claimed: Claimed, message: SlackMessage) -> str | None:
+    def _post(self, client: WebClient, claimed: Claimed, message: SlackMessage) -> str | None:
         key = claimed.key
         response = _call(
-            lambda: self._client.chat_postMessage(
+            lambda: client.chat_postMessage(
                 channel=key.channel,
                 thread_ts=key.thread,
                 text=message.text,
@@ -283,12 +287,12 @@ class OutboxWorker:
         )
         return str(response.get("ts") or "") or None
 
-    def _update(self, key: SessionKey, ts: str, message: SlackMessage) -> None:
+    def _update(self, client: WebClient, key: SessionKey, ts: str, message: SlackMessage) -> None:
         """`ts` loses its buttons; a message deleted meanwhile has none to lose. (The caller
         records it retired.)"""
         try:
             _call(
-                lambda: self._client.chat_update(
+                lambda: client.chat_update(
                     channel=key.channel, ts=ts, text=message.text, blocks=message.blocks
                 ),
                 posting=False,
@@ -298,13 +302,13 @@ class OutboxWorker:
                 raise
             log.warning("question %s in %s is gone: %s", ts, key, error.response.get("error"))
 
-    def _posted_before(self, claimed: Claimed) -> str | None:
+    def _posted_before(self, client: WebClient, claimed: Claimed) -> str | None:
         """The ts of the message an earlier attempt at `claimed` posted, if Slack has it."""
         key = claimed.key
         cursor: str | None = None
         while True:
             page = _call(
-                lambda cursor=cursor: self._client.conversations_replies(
+                lambda cursor=cursor: client.conversations_replies(
                     channel=key.channel,
                     ts=key.thread,
                     include_all_metadata=True,

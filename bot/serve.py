@@ -18,7 +18,6 @@ from datetime import timedelta
 from typing import Any
 
 import uvicorn
-from slack_bolt import App
 from slack_bolt.error import BoltError
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import SQLAlchemyError
@@ -43,9 +42,10 @@ EXPIRY_INTERVAL_S = 600.0
 def web_for(
     app: ArtbotApp, service: WizardService, socket_connected: Callable[[], bool] | None = None
 ) -> BotWeb:
-    """The ASGI app: Bolt at /slack/events unless in Socket Mode (`socket_connected` given)."""
+    """The ASGI app: Bolt at /slack/events unless in Socket Mode (`socket_connected` given),
+    and at the install pages with OAuth."""
     health = HealthCheck(service.store, socket_connected)
-    return BotWeb(health, app.metrics, app if socket_connected is None else None)
+    return BotWeb(health, app.metrics, app, events=socket_connected is None)
 
 
 def _config(web: BotWeb, host: str, port: int) -> uvicorn.Config:
@@ -100,14 +100,14 @@ class BotServer:
 
 
 def keep_tidy(
-    service: WizardService, app: App, idle: timedelta, stop: threading.Event
+    service: WizardService, app: ArtbotApp, idle: timedelta, stop: threading.Event
 ) -> threading.Thread:
     """Every EXPIRY_INTERVAL_S: expire idle sessions (a note in each thread), forget deliveries."""
 
     def loop() -> None:
         while not stop.wait(EXPIRY_INTERVAL_S):
             try:
-                service.tidy(app.client, idle)
+                service.tidy(app.client_for, idle)
             except Exception:
                 log.exception("periodic expiry failed")
 
@@ -147,12 +147,12 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(f"Cannot start artbot: cannot reach Slack at {where} ({error}).", file=sys.stderr)
         return 2
     stop = threading.Event()
-    outbox = start_outbox(service, app.client, app.metrics)
+    outbox = start_outbox(service, app.client_for, app.metrics)
     keep_tidy(service, app, timedelta(hours=settings.artbot_session_idle_hours), stop)
     if service.runs is not None:
         from bot.runs.follower import RunFollower
 
-        RunFollower(service.runs, app.client, settings.artbot_runner_poll_s).start()
+        RunFollower(service.runs, app.client_for, settings.artbot_runner_poll_s).start()
         log.info("following training runs on %s", settings.artbot_runner_url)
     port = args.port or settings.port
     socket_mode = None
@@ -172,6 +172,8 @@ def run_serve_command(args: argparse.Namespace) -> int:
         else:
             web = web_for(app, service)
             log.info("artbot serving HTTP on %s:%d%s", args.host, port, EVENTS_PATH)
+        if app.oauth_flow is not None:
+            log.info("installs: https://YOUR-HOST%s (port %d)", app.oauth_flow.install_path, port)
         GracefulServer(_config(web, args.host, port)).run()
     except KeyboardInterrupt:
         pass

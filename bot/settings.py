@@ -17,7 +17,19 @@ class BotSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
 
-    slack_bot_token: SecretStr = Field(description="the bot token, xoxb-...")
+    slack_bot_token: SecretStr | None = Field(
+        default=None, description="the bot token, xoxb-...: one workspace (else OAuth)"
+    )
+    slack_client_id: str | None = Field(
+        default=None, description="the app's client id: any workspace installs it (OAuth)"
+    )
+    slack_client_secret: SecretStr | None = Field(
+        default=None, description="the app's client secret (OAuth)"
+    )
+    slack_redirect_uri: str | None = Field(
+        default=None,
+        description="https://YOUR-HOST/slack/oauth_redirect, if the app lists several (OAuth)",
+    )
     slack_signing_secret: SecretStr | None = Field(
         default=None, description="verifies Slack's HTTP requests (HTTP mode)"
     )
@@ -57,8 +69,8 @@ class BotSettings(BaseSettings):
 
     @field_validator("slack_bot_token")
     @classmethod
-    def _bot_token_shape(cls, value: SecretStr) -> SecretStr:
-        if not value.get_secret_value().startswith("xoxb-"):
+    def _bot_token_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith("xoxb-"):
             raise ValueError("must be a bot token starting with xoxb-")
         return value
 
@@ -76,8 +88,26 @@ class BotSettings(BaseSettings):
         # slack_sdk joins method names onto the base URL: it must end with a slash.
         return url if url is None or url.endswith("/") else url + "/"
 
+    @field_validator("slack_redirect_uri")
+    @classmethod
+    def _redirect_shape(cls, value: str | None) -> str | None:
+        return _http_url(value, "https://YOUR-HOST/slack/oauth_redirect")
+
     @model_validator(mode="after")
     def _transport(self) -> BotSettings:
+        oauth = self.slack_client_id is not None or self.slack_client_secret is not None
+        if self.slack_bot_token is not None and oauth:
+            raise ValueError(
+                "set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET "
+                "(any workspace installs the app), not both"
+            )
+        if self.slack_bot_token is None and not oauth:
+            raise ValueError(
+                "set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET "
+                "(any workspace installs the app)"
+            )
+        if oauth and (self.slack_client_id is None or self.slack_client_secret is None):
+            raise ValueError("OAuth needs both SLACK_CLIENT_ID and SLACK_CLIENT_SECRET")
         if self.slack_app_token is None and self.slack_signing_secret is None:
             raise ValueError(
                 "set SLACK_SIGNING_SECRET (HTTP mode) or SLACK_APP_TOKEN (Socket Mode)"
@@ -95,6 +125,11 @@ class BotSettings(BaseSettings):
     @property
     def socket_mode(self) -> bool:
         return self.slack_app_token is not None
+
+    @property
+    def multi_workspace(self) -> bool:
+        """Any workspace installs the app (OAuth); else the one of SLACK_BOT_TOKEN."""
+        return self.slack_bot_token is None
 
     @property
     def runner_configured(self) -> bool:

@@ -1,4 +1,5 @@
-"""The bot's ASGI application: Bolt at /slack/events (HTTP mode), /healthz and /metrics (both
+"""The bot's ASGI application: Bolt at /slack/events (HTTP mode), Bolt's install pages at
+/slack/install and /slack/oauth_redirect (OAuth, both modes), /healthz and /metrics (both
 modes). uvicorn serves it (`bot.serve`)."""
 
 from __future__ import annotations
@@ -27,11 +28,22 @@ class BotWeb:
     ack."""
 
     def __init__(
-        self, health: Callable[[], Health], metrics: BotMetrics, app: App | None = None
+        self,
+        health: Callable[[], Health],
+        metrics: BotMetrics,
+        app: App | None = None,
+        *,
+        events: bool = True,
     ) -> None:
+        """Bolt serves `app`'s events at EVENTS_PATH when `events` (HTTP mode), and its OAuth
+        flow's install and redirect paths when it has one."""
         self._health = health
         self._metrics = metrics
         self._slack = SlackRequestHandler(app, path=EVENTS_PATH) if app is not None else None
+        flow = app.oauth_flow if app is not None else None
+        self._paths = {EVENTS_PATH} if events else set()
+        if flow is not None:
+            self._paths |= {flow.install_path, flow.redirect_uri_path}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -46,7 +58,7 @@ class BotWeb:
         elif path == "/metrics" and method == "GET":
             body = await asyncio.to_thread(self._metrics.exposition)
             await _respond(send, 200, CONTENT_TYPE, body)
-        elif self._slack is not None and path == EVENTS_PATH:
+        elif self._slack is not None and path in self._paths:
             await self._slack(dict(scope), receive, send)
         else:
             await _respond(send, 404, "text/plain", b"Not Found")

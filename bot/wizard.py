@@ -21,12 +21,13 @@ from bot.blocks import (
     PROPOSAL_ACCEPT,
     PROPOSAL_HELD,
     PROPOSAL_STEP,
-    home_view,
     proposal_message,
     sections,
     sessions_text,
     text_message,
 )
+from bot.home import home_view
+from bot.installations import ClientFor, Workspaces
 from bot.keyed_locks import KeyedLocks
 from bot.outbox import Outbox
 from bot.script_results import ScriptResults
@@ -56,6 +57,10 @@ SAVE_ATTEMPTS = 5
 DELIVERIES_KEPT = timedelta(days=1)
 """Longer than Slack retries a delivery."""
 EXPIRED = "This wizard expired. Start a new one with `/train-rl`."
+STOPPED = (
+    "This wizard stopped when artbot was removed from this workspace "
+    "(uninstalled, or its token revoked). Start a new one with `/train-rl`."
+)
 COMMAND_HELP = (
     "`/train-rl [what the agent should get better at]` starts the wizard in a thread. "
     "`/train-rl list` lists your wizards, `/train-rl runs` your training runs."
@@ -91,6 +96,7 @@ class WizardService:
         on_complete: Callable[[WebClient, SessionKey, Mapping[str, object]], None] | None = None,
         max_upload_bytes: int = 1_000_000,
         assistant: Assistant | None = None,
+        workspaces: Workspaces | None = None,
     ) -> None:
         self.store = store
         self.records = records
@@ -103,6 +109,8 @@ class WizardService:
         """The largest file a reply may attach."""
         self.assistant = assistant
         """Reads typed replies first when a model is configured (None: the plain form)."""
+        self.workspaces = workspaces
+        """The workspaces served, and whether the app left them (None: not recorded)."""
         self._locks = KeyedLocks()
         # Rendering and checking take seconds: off the listener thread, on the results' executor.
         self._on_complete = on_complete or results.deliver_later
@@ -183,7 +191,7 @@ class WizardService:
                 )
                 return
             if stored.expired:
-                self.poster.post_text(client, key, EXPIRED)
+                self.poster.post_text(client, key, self._ended(stored))
                 return
             if self._stuck(stored):
                 # Its open question never reached Slack (or lost its message): ask it again
@@ -323,7 +331,7 @@ class WizardService:
         if stored is None:
             return
         if stored.expired:
-            self.poster.post_text(client, key, EXPIRED)
+            self.poster.post_text(client, key, self._ended(stored))
             return
         if action != PROPOSAL_ACCEPT:
             with self._locks.hold(key):
@@ -488,14 +496,50 @@ class WizardService:
         return sessions_text(self.sessions_of(user, team))
 
     def publish_home(self, client: WebClient, user: str, team: str) -> None:
-        """The App Home tab: the user's wizards."""
-        client.views_publish(user_id=user, view=home_view(self.sessions_text(user, team)))
+        """The App Home tab: the user's wizards and runs, each with a button to its thread."""
+        sessions = self.sessions_of(user, team)
+        runs = self.runs.runs.for_owner(user, team) if self.runs is not None else []
+        client.views_publish(user_id=user, view=home_view(client, sessions, runs))
 
-    def expire_idle(self, client: WebClient, older_than: timedelta) -> list[SessionKey]:
-        """Expire sessions idle for longer than `older_than`, with a note in each thread."""
+    def workspace_removed(self, team: str, enterprise: str | None, reason: str) -> list[SessionKey]:
+        """The app was uninstalled from `team` or its bot token revoked: the workspace is
+        marked, its open wizards stop (a later reply is told why) and what the outbox still had
+        to say there is given up. The stopped wizards' keys."""
+        if self.workspaces is not None:
+            self.workspaces.removed(team, enterprise, reason)
+        stopped = self.store.expire_team(team)
+        given_up = self.outbox.give_up_team(team, reason)
+        log.info(
+            "left workspace %s (%s): %d wizards stopped, %d outbox effects given up",
+            team,
+            reason,
+            len(stopped),
+            given_up,
+        )
+        return stopped
+
+    def _ended(self, stored: StoredSession) -> str:
+        """Why an expired wizard goes no further: idle, or stopped when the app left."""
+        workspace = self.workspaces.get(stored.key.team) if self.workspaces else None
+        if (
+            workspace is not None
+            and workspace.removed_at is not None
+            and stored.expired_at is not None
+            and stored.expired_at >= workspace.removed_at
+        ):
+            return STOPPED
+        return EXPIRED
+
+    def expire_idle(self, client_for: ClientFor, older_than: timedelta) -> list[SessionKey]:
+        """Expire sessions idle for longer than `older_than`, with a note in each thread (through
+        its team's client)."""
         expired = self.store.expire_idle(older_than)
         hours = older_than.total_seconds() / 3600
         for key in expired:
+            try:
+                client = client_for(key.team)
+            except SlackApiError:  # NotInstalled: nobody there to tell
+                continue
             self.poster.post_text(
                 client,
                 key,
@@ -504,9 +548,9 @@ class WizardService:
             )
         return expired
 
-    def tidy(self, client: WebClient, idle: timedelta) -> None:
+    def tidy(self, client_for: ClientFor, idle: timedelta) -> None:
         """Expire idle sessions (with a note in their threads) and forget old delivery ids."""
-        self.expire_idle(client, idle)
+        self.expire_idle(client_for, idle)
         self.records.forget_deliveries(DELIVERIES_KEPT)
         self.outbox.forget_delivered(DELIVERIES_KEPT)
 

@@ -303,6 +303,23 @@ class SessionStore(SqlStore):
             keys = [SessionKey(*row) for row in orm.execute(statement)]
         return sorted(keys)
 
+    def expire_team(self, team: str) -> list[SessionKey]:
+        """Mark every open session of `team` expired (the app left that workspace); their keys."""
+        statement = (
+            update(SessionRow)
+            .where(
+                SessionRow.team == team,
+                SessionRow.status == "active",
+                SessionRow.expired_at.is_(None),
+            )
+            .values(expired_at=self._clock())
+            .returning(SessionRow.team, SessionRow.channel, SessionRow.thread)
+            .execution_options(synchronize_session=False)
+        )
+        with self._transaction() as orm:
+            keys = [SessionKey(*row) for row in orm.execute(statement)]
+        return sorted(keys)
+
     def delete(self, key: SessionKey) -> bool:
         """Forget the session for `key`; False if there was none."""
         with self._transaction() as orm:

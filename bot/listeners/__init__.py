@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from slack_bolt import App
 
-from bot.listeners import actions, commands, events
+from bot.installations import SlackClients
+from bot.listeners import actions, commands, events, workspaces
 from bot.listeners.guard import AfterAck
 from bot.wizard import WizardService
 
 
-def register_listeners(app: App, service: WizardService, after_ack: AfterAck) -> None:
-    """Register the slash command, the events and the button clicks on `app`: each acks at
-    once and hands its work to `after_ack`."""
+def register_listeners(
+    app: App, service: WizardService, after_ack: AfterAck, clients: SlackClients
+) -> None:
+    """Register the slash command, the events, the button clicks and the app's install
+    lifecycle on `app`: each acks at once and hands its work to `after_ack`."""
     commands.register(app, service, after_ack)
     events.register(app, service, after_ack)
     actions.register(app, service, after_ack)
+    workspaces.register(app, service, after_ack, clients)

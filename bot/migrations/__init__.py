@@ -1,5 +1,5 @@
-"""The bot's database under Alembic: the wizard's sessions, the Slack records, the runs and the
-outbox.
+"""The bot's database under Alembic: the wizard's sessions, the Slack records, the runs, the
+outbox and the installations (slack_sdk's OAuth tables among them).
 
 The revisions are the files beside this one. `artbot serve`, `artbot chat` and `artbot db
 upgrade` bring the database to the newest before anything else (`storage.migrations.upgrade`).
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.installations import metadata as installation_metadata
 from bot.outbox import metadata as outbox_metadata
 from bot.runs.store import metadata as run_metadata
 from bot.slack_records import metadata as slack_records_metadata
@@ -19,6 +20,12 @@ BOT_DATABASE = MigrationChain(
     name="artbot",
     versions_dir=Path(__file__).resolve().parent,
     version_table="alembic_version",
-    tables=(session_metadata, slack_records_metadata, run_metadata, outbox_metadata),
+    tables=(
+        session_metadata,
+        slack_records_metadata,
+        run_metadata,
+        outbox_metadata,
+        installation_metadata,
+    ),
 )
 """The chain of the bot's database: every table in it, from revision 0001 on."""

@@ -6,25 +6,25 @@ import logging
 import threading
 from collections.abc import Callable
 
-from slack_sdk import WebClient
-
+from bot.installations import ClientFor
 from bot.runs.service import RunService
 
 log = logging.getLogger(__name__)
 
 
 class RunFollower:
-    """Calls RunService.poll_once every `interval_s` seconds in a daemon thread."""
+    """Calls RunService.poll_once every `interval_s` seconds in a daemon thread; each run's
+    thread is told through its team's client (`client_for`)."""
 
     def __init__(
         self,
         service: RunService,
-        slack: WebClient,
+        client_for: ClientFor,
         interval_s: float,
         on_error: Callable[[Exception], None] | None = None,
     ) -> None:
         self._service = service
-        self._slack = slack
+        self._client_for = client_for
         self._interval = interval_s
         self._stop = threading.Event()
         self._on_error = on_error
@@ -41,7 +41,7 @@ class RunFollower:
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self._service.poll_once(self._slack)
+                self._service.poll_once(self._client_for)
             except Exception as error:  # keep following the other runs
                 log.exception("run follower round failed")
                 if self._on_error:

@@ -11,6 +11,7 @@ from typing import Any
 
 from slack_sdk import WebClient
 
+from bot.installations import ClientFor, NotInstalled
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.notifier import RunNotifier
@@ -193,10 +194,15 @@ class RunService:
 
     # -- following jobs --
 
-    def poll_once(self, slack: WebClient) -> None:
-        """One round: submit what waits for the runner, then pass on each job's new events."""
+    def poll_once(self, client_for: ClientFor) -> None:
+        """One round: submit what waits for the runner, then pass on each job's new events,
+        each told in its thread with its team's client (`client_for`)."""
         with self._lock:  # one follower at a time: events are handled once, in order
             for run in self.runs.active():
+                try:
+                    slack = client_for(run.key.team)
+                except NotInstalled:
+                    continue  # the app left that workspace: its runs wait for a reinstall
                 if run.job_id is None:
                     if run.state == "waiting_for_runner" and (
                         run.next_attempt_at is None or run.next_attempt_at <= self.runs.now()

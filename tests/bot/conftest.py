@@ -89,6 +89,8 @@ class BotFactory:
             "ARTBOT_DRYRUN": "true" if dryrun else "false",
             **env,
         }
+        if "SLACK_CLIENT_ID" in env:  # OAuth: any workspace installs the app, no one token
+            del environment["SLACK_BOT_TOKEN"]
         settings = load_settings(environment)
         executor = ThreadPoolExecutor(max_workers=2)
         kwargs: dict[str, Any] = {"dryrun": dryrun} if dryrun else {}
@@ -100,7 +102,9 @@ class BotFactory:
             **kwargs,
         )
         app = create_app(settings, service)
-        bot = Bot(app, service, self.fake, settings, executor, start_outbox(service, app.client))
+        bot = Bot(
+            app, service, self.fake, settings, executor, start_outbox(service, app.client_for)
+        )
         self.made.append(bot)
         return bot
 
@@ -123,6 +127,7 @@ class SlackUser:
     user: str = USER_ID
     channel: str = CHANNEL_ID
     thread: str = ""
+    team: str = TEAM_ID
 
     @property
     def fake(self) -> FakeSlack:
@@ -130,7 +135,7 @@ class SlackUser:
 
     @property
     def key(self) -> SessionKey:
-        return SessionKey(TEAM_ID, self.channel, self.thread)
+        return SessionKey(self.team, self.channel, self.thread)
 
     def settle(self, quiet_s: float = 0.15, timeout: float = 30.0) -> None:
         """Wait until the bot has stopped talking to Slack for a moment (a turn can post several
@@ -155,7 +160,11 @@ class SlackUser:
     def command(self, text: str = "") -> str:
         before = len(self.fake.messages(self.channel))
         assert (
-            self.bot.dispatch(slash_command(text=text, user_id=self.user, channel_id=self.channel))
+            self.bot.dispatch(
+                slash_command(
+                    text=text, user_id=self.user, channel_id=self.channel, team_id=self.team
+                )
+            )
             == 200
         )
         self.fake.wait_for(lambda f: any(m.is_reply for m in f.messages(self.channel)[before:]))
@@ -174,7 +183,9 @@ class SlackUser:
     ) -> int:
         count = len(self.bot_messages())
         event = message_event(text, channel=self.channel, user=self.user, thread_ts=self.thread)
-        status = self.bot.dispatch(event_callback(event, event_id=event_id, retry_num=retry_num))
+        status = self.bot.dispatch(
+            event_callback(event, event_id=event_id, retry_num=retry_num, team_id=self.team)
+        )
         if wait:
             self.fake.wait_for(lambda f: len(self.bot_messages()) > count)
             self.settle()
@@ -200,6 +211,7 @@ class SlackUser:
                         message_ts=message.ts,
                         user_id=self.user,
                         channel_id=self.channel,
+                        team_id=self.team,
                         message=message.to_slack(),
                     )
                     status = self.bot.dispatch(request)

@@ -22,7 +22,8 @@ import yaml
 from slack_bolt import App
 from slack_sdk import WebClient
 
-from bot.app import build_service, create_app
+from bot.app import REDIRECT_PATH, build_service, create_app
+from bot.installations import BOT_SCOPES
 from bot.settings import load_settings
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import (
@@ -55,6 +56,8 @@ SUBSCRIPTIONS_BY_EVENT: dict[str, dict[str, str | None]] = {
     },
     "app_home_opened": {"app_home_opened": None},
     "app_mention": {"app_mention": "app_mentions:read"},
+    "app_uninstalled": {"app_uninstalled": None},
+    "tokens_revoked": {"tokens_revoked": None},
 }
 # A message event's channel_type for each subscription, to send one of each through Bolt.
 CHANNEL_TYPES = {
@@ -238,7 +241,12 @@ def test_the_recorded_registrations_are_every_listener_bolt_has(bot: RunningBot)
     )
     assert len(bot.registrations.calls) == len(bot.app._listeners)  # pyright: ignore[reportPrivateUsage]
     assert bot.registrations.commands == {"/train-rl"}
-    assert bot.registrations.event_types == {"message", "app_home_opened"}
+    assert bot.registrations.event_types == {
+        "message",
+        "app_home_opened",
+        "app_uninstalled",
+        "tokens_revoked",
+    }
     assert bot.registrations.of("action"), "the wizard's buttons have listeners"
 
 
@@ -345,6 +353,11 @@ def test_every_subscribed_event_and_the_command_reach_a_listener(bot: RunningBot
             requests[subscription] = event_callback(event)
         elif subscription == "app_home_opened":
             requests[subscription] = app_home_opened()
+        elif subscription == "app_uninstalled":
+            requests[subscription] = event_callback({"type": "app_uninstalled"})
+        elif subscription == "tokens_revoked":
+            revoked = {"type": "tokens_revoked", "tokens": {"oauth": ["U0USER"], "bot": []}}
+            requests[subscription] = event_callback(revoked)
         else:
             raise AssertionError(f"no request to send for {subscription!r}: add one here")
     requests["interactivity"] = block_actions(
@@ -360,3 +373,13 @@ def test_every_subscribed_event_and_the_command_reach_a_listener(bot: RunningBot
     assert bot.app.dispatch(mention.as_bolt_request()).status == 404
     # Let the listeners that work after the ack finish before the database goes away.
     bot.fake.wait_for(lambda f: bool(f.calls("views.publish")) and bool(f.responses()))
+
+
+@pytest.mark.parametrize("mode", sorted(MANIFESTS))
+def test_the_manifests_ask_for_the_scopes_the_install_link_asks_for(mode: str) -> None:
+    manifest = load(MANIFESTS[mode])
+    assert sorted(manifest["oauth_config"]["scopes"]["bot"]) == sorted(BOT_SCOPES)
+    assert manifest["oauth_config"]["redirect_urls"] == [
+        REQUEST_URL.replace("/slack/events", REDIRECT_PATH)
+    ]
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True

@@ -48,7 +48,7 @@ def follow_until_finished(user: SlackUser, timeout: float = 60.0) -> None:
     runs = runs_of(user)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        runs.poll_once(user.bot.app.client)
+        runs.poll_once(user.bot.app.client_for)
         if not runs.runs.active():
             user.settle()
             return
@@ -129,7 +129,7 @@ def test_the_runner_down_then_up_loses_no_approval(
     assert run.state == "waiting_for_runner" and run.job_id is None
     assert sum("unreachable" in m.text for m in user.bot_messages()) == 1
     runs.runs.update(run.id, next_attempt_at=runs.runs.now())
-    runs.poll_once(user.bot.app.client)
+    runs.poll_once(user.bot.app.client_for)
     user.settle()
     assert sum("unreachable" in m.text for m in user.bot_messages()) == 1  # told once
     settings = load_settings(
@@ -181,7 +181,7 @@ def test_a_bot_restart_mid_run_resumes_from_its_cursor_without_repeating(
     deadline = time.monotonic() + 30
     while not any(m.text.startswith(":rocket:") for m in user.bot_messages()):
         assert time.monotonic() < deadline, "the job never started"
-        runs.poll_once(user.bot.app.client)
+        runs.poll_once(user.bot.app.client_for)
         time.sleep(0.1)
     [before] = runs.runs.for_thread(user.key)
     assert before.cursor > 0

@@ -29,7 +29,7 @@ GOOD = {"SLACK_BOT_TOKEN": "xoxb-1-2", "SLACK_SIGNING_SECRET": "s3cret"}
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({}, "SLACK_BOT_TOKEN: missing (the bot token, xoxb-...)"),
+        ({}, "set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET"),
         (
             {**GOOD, "SLACK_BOT_TOKEN": "xoxp-user-token"},
             "SLACK_BOT_TOKEN: must be a bot token starting with xoxb-",
@@ -72,7 +72,7 @@ def test_artbot_serve_refuses_to_start_without_settings() -> None:
         env={"PATH": ""},
     )
     assert result.returncode == 2
-    assert "SLACK_BOT_TOKEN: missing" in result.stderr
+    assert "set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID" in result.stderr
 
 
 def test_a_question_with_huge_text_and_long_labels_stays_within_limits() -> None:

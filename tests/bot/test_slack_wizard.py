@@ -344,10 +344,11 @@ def test_list_home_tab_and_expiry(make_bot: BotFactory, fake: FakeSlack) -> None
     user.bot.dispatch(app_home_opened(USER_ID))
     fake.wait_for(lambda f: f.home_view(USER_ID) is not None)
     home = json.dumps(fake.home_view(USER_ID))
-    assert "Your wizards (1)" in home
+    assert "Summarize contracts" in home and "waiting for your answer" in home
+    assert f"/archives/{CHANNEL_ID}/p{user.thread.replace('.', '')}" in home  # the thread's link
     from datetime import timedelta
 
-    expired = user.bot.service.expire_idle(user.bot.app.client, timedelta(seconds=0))
+    expired = user.bot.service.expire_idle(user.bot.app.client_for, timedelta(seconds=0))
     assert expired == [user.key]
     assert "expired" in user.last_text()
     user.reply("static")

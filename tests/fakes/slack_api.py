@@ -8,10 +8,18 @@
 It answers the methods the bot uses the way Slack does (errors included), keeps what was
 posted per channel and thread, serves user files and uploads, and can be told to rate-limit,
 fail or slow down a method.
+
+Several workspaces: the one it starts with (`team_id`, `bot_token`), and any that install the
+app through OAuth (`oauth_app`, then `authorize` stands for a person approving the install on
+slack.com, and the bot trades the code at `oauth.v2.access`) or are added with
+`add_workspace`. Each has its own bot token; a token works only on its own team's channels
+(`channel_not_found` elsewhere, as Slack answers for a channel the token's team cannot see),
+and an uninstalled workspace's token is refused (`token_revoked`).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import email.parser
 import email.policy
@@ -110,6 +118,31 @@ class Call:
     def ok(self) -> bool:
         """Whether Slack would have called this a success."""
         return self.status == 200 and (self.response is None or bool(self.response.get("ok")))
+
+
+@dataclass(frozen=True)
+class Install:
+    """The app in one workspace: the bot token Slack issued and who the bot is there."""
+
+    team_id: str
+    bot_token: str
+    bot_user_id: str
+    bot_id: str
+    team_name: str = "Fake Workspace"
+    enterprise_id: str | None = None
+    enterprise_name: str | None = None
+    is_enterprise_install: bool = False
+    scopes: tuple[str, ...] = ()
+    authed_user: str = USER_ID
+
+
+@dataclass
+class _Grant:
+    """An install a person approved on slack.com: the code the redirect carries, until used."""
+
+    install: Install
+    redirect_uri: str | None
+    used: bool = False
 
 
 @dataclass(frozen=True)
@@ -327,6 +360,19 @@ def _token_of(headers: Mapping[str, str], params: Mapping[str, Any]) -> str | No
     return str(token) if token else None
 
 
+def _basic_auth(headers: Mapping[str, str]) -> tuple[str, str] | None:
+    """`Authorization: Basic base64(id:secret)`, as slack_sdk sends the app's credentials."""
+    for key, value in headers.items():
+        if key.lower() == "authorization" and value.startswith("Basic "):
+            try:
+                decoded = base64.b64decode(value.removeprefix("Basic ").strip()).decode()
+            except (ValueError, UnicodeDecodeError):
+                return None
+            client_id, _, secret = decoded.partition(":")
+            return client_id, secret
+    return None
+
+
 def _is_true(value: Any) -> bool:
     return value is True or str(value).lower() in ("1", "true")
 
@@ -369,6 +415,16 @@ class FakeSlack:
         self.bot_user_id = bot_user_id
         self.bot_id = bot_id
         self.bot_token = bot_token
+        first = Install(team_id, bot_token, bot_user_id, bot_id)
+        self._installs: dict[str, Install] = {bot_token: first}
+        """Every bot token Slack issued and still honours, with its workspace."""
+        self._channel_teams: dict[str, str] = {}
+        """Channels of workspaces other than the first (any other channel is the first's)."""
+        self._caller = first
+        """Whose token the call being answered carries (set with the lock held)."""
+        self._app_credentials: tuple[str, str] | None = None
+        self._grants: dict[str, _Grant] = {}
+        self._revoked: set[str] = set()
         self._changed = threading.Condition(threading.RLock())
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -799,33 +855,178 @@ class FakeSlack:
         return _json_reply({"ok": False, "error": fault.error}, fault.status, headers)
 
     def _api(self, method: str, params: JsonObject, headers: Mapping[str, str]) -> _Reply:
+        if method == "oauth.v2.access":  # the app's credentials, not a token
+            try:
+                return _json_reply({"ok": True, **self._oauth_v2_access(params, headers)})
+            except SlackError as error:
+                return _json_reply({"ok": False, "error": error.error, **error.extra})
         handle = self._methods.get(method)
         if handle is None:
             return _json_reply({"ok": False, "error": "unknown_method", "req_method": method}, 404)
         token = _token_of(headers, params)
         if token is None:
             return _json_reply({"ok": False, "error": "not_authed"})
-        if token != self.bot_token:
-            return _json_reply({"ok": False, "error": "invalid_auth"})
+        caller = self._installs.get(token)
+        if caller is None:
+            revoked = token in self._revoked
+            return _json_reply(
+                {"ok": False, "error": "token_revoked" if revoked else "invalid_auth"}
+            )
+        self._caller = caller
         try:
+            for name in ("channel", "channel_id"):
+                channel = params.get(name)
+                if channel and self.team_of(str(channel)) != caller.team_id:
+                    raise SlackError("channel_not_found")
             answer = handle(params)
         except SlackError as error:
             return _json_reply({"ok": False, "error": error.error, **error.extra})
-        extra = {"X-OAuth-Scopes": "chat:write,commands,files:read,files:write"}
+        extra = {
+            "X-OAuth-Scopes": ",".join(caller.scopes)
+            or "chat:write,commands,files:read,files:write"
+        }
         return _json_reply({"ok": True, **answer}, headers=extra)
+
+    # --- workspaces and OAuth ---
+
+    def add_workspace(
+        self,
+        team_id: str,
+        channels: Iterable[str],
+        *,
+        bot_token: str | None = None,
+        enterprise_id: str | None = None,
+    ) -> Install | None:
+        """Another workspace with these `channels`; with `bot_token`, the app is installed there
+        already (else install it through OAuth: `authorize`)."""
+        with self._changed:
+            for channel in channels:
+                self._channel_teams[channel] = team_id
+            if bot_token is None:
+                return None
+            install = Install(
+                team_id,
+                bot_token,
+                f"U{team_id}BOT",
+                f"B{team_id}BOT",
+                enterprise_id=enterprise_id,
+            )
+            self._installs[bot_token] = install
+            return install
+
+    def team_of(self, channel: str) -> str:
+        """The workspace a channel belongs to."""
+        return self._channel_teams.get(channel, self.team_id)
+
+    def oauth_app(self, client_id: str, client_secret: str) -> None:
+        """The app's OAuth credentials, which `oauth.v2.access` checks."""
+        with self._changed:
+            self._app_credentials = (client_id, client_secret)
+
+    def authorize(
+        self,
+        team_id: str,
+        *,
+        scopes: Iterable[str],
+        user_id: str = USER_ID,
+        team_name: str | None = None,
+        enterprise_id: str | None = None,
+        enterprise_name: str | None = None,
+        redirect_uri: str | None = None,
+    ) -> str:
+        """A person in `team_id` approved the install on slack.com: the code Slack appends to
+        the app's redirect URL. The bot token is the workspace's existing one, if it has one."""
+        with self._changed:
+            existing = next((i for i in self._installs.values() if i.team_id == team_id), None)
+            serial = next(self._ids)
+            install = Install(
+                team_id,
+                existing.bot_token if existing else f"xoxb-{team_id}-{serial}-fake",
+                existing.bot_user_id if existing else f"U{team_id}BOT",
+                existing.bot_id if existing else f"B{team_id}BOT",
+                team_name=team_name or f"Workspace {team_id}",
+                enterprise_id=enterprise_id,
+                enterprise_name=enterprise_name,
+                scopes=tuple(scopes),
+                authed_user=user_id,
+            )
+            code = f"{serial}.{time.time_ns()}.fakecode"
+            self._grants[code] = _Grant(install, redirect_uri)
+            return code
+
+    def uninstall(self, team_id: str) -> None:
+        """The app was removed from `team_id`: its bot token stops working (`token_revoked`)."""
+        with self._changed:
+            for token, install in list(self._installs.items()):
+                if install.team_id == team_id:
+                    del self._installs[token]
+                    self._revoked.add(token)
+            self._notify()
+
+    def installs(self) -> list[Install]:
+        """The workspaces whose bot tokens are honoured."""
+        with self._changed:
+            return list(self._installs.values())
+
+    def _oauth_v2_access(self, params: JsonObject, headers: Mapping[str, str]) -> JsonObject:
+        """Trade an install's code for its bot token (https://docs.slack.dev/reference/methods/
+        oauth.v2.access): the app's credentials by HTTP Basic auth or as parameters, each code
+        once, the redirect_uri the same as on the authorize link."""
+        client_id, client_secret = _basic_auth(headers) or (
+            str(params.get("client_id") or ""),
+            str(params.get("client_secret") or ""),
+        )
+        if self._app_credentials is None or client_id != self._app_credentials[0]:
+            raise SlackError("invalid_client_id")
+        if client_secret != self._app_credentials[1]:
+            raise SlackError("bad_client_secret")
+        code = str(params.get("code") or "")
+        if params.get("grant_type") not in (None, "", "authorization_code"):
+            raise SlackError("invalid_grant_type")
+        grant = self._grants.get(code)
+        if grant is None:
+            raise SlackError("invalid_code")
+        if grant.used:
+            raise SlackError("code_already_used")
+        if grant.redirect_uri is not None and params.get("redirect_uri") != grant.redirect_uri:
+            raise SlackError("bad_redirect_uri")
+        grant.used = True
+        install = grant.install
+        self._installs[install.bot_token] = install
+        self._revoked.discard(install.bot_token)
+        answer: JsonObject = {
+            "access_token": install.bot_token,
+            "token_type": "bot",
+            "scope": ",".join(install.scopes),
+            "bot_user_id": install.bot_user_id,
+            "app_id": API_APP_ID,
+            "team": {"name": install.team_name, "id": install.team_id},
+            "enterprise": (
+                {"name": install.enterprise_name, "id": install.enterprise_id}
+                if install.enterprise_id
+                else None
+            ),
+            "authed_user": {"id": install.authed_user},
+            "is_enterprise_install": install.is_enterprise_install,
+        }
+        return answer
 
     # --- Web API methods (called with the lock held) ---
 
     def _auth_test(self, params: JsonObject) -> JsonObject:
-        return {
+        caller = self._caller
+        answer: JsonObject = {
             "url": f"https://{TEAM_DOMAIN}.slack.com/",
-            "team": "Fake Workspace",
+            "team": caller.team_name,
             "user": "artbot",
-            "team_id": self.team_id,
-            "user_id": self.bot_user_id,
-            "bot_id": self.bot_id,
-            "is_enterprise_install": False,
+            "team_id": caller.team_id,
+            "user_id": caller.bot_user_id,
+            "bot_id": caller.bot_id,
+            "is_enterprise_install": caller.is_enterprise_install,
         }
+        if caller.enterprise_id:
+            answer["enterprise_id"] = caller.enterprise_id
+        return answer
 
     def _store(self, message: Message) -> Message:
         self._messages[(message.channel, message.ts)] = message
@@ -862,10 +1063,10 @@ class FakeSlack:
                 channel=channel,
                 ts=next_ts(),
                 text=text,
-                user=self.bot_user_id,
+                user=self._caller.bot_user_id,
                 blocks=blocks,
                 thread_ts=thread_ts,
-                bot_id=self.bot_id,
+                bot_id=self._caller.bot_id,
                 reply_broadcast=_is_true(params.get("reply_broadcast")),
                 metadata=metadata,
             )
@@ -931,7 +1132,7 @@ class FakeSlack:
         old = self._messages.get((channel, ts))
         if old is None or old.ephemeral_to is not None:
             raise SlackError("message_not_found")
-        if old.user != self.bot_user_id:
+        if old.user != self._caller.bot_user_id:
             raise SlackError("cant_update_message")
         text, blocks = self._text_and_blocks(params, required=False)
         message = self._store(
@@ -957,10 +1158,10 @@ class FakeSlack:
                 channel=channel,
                 ts=next_ts(),
                 text=text,
-                user=self.bot_user_id,
+                user=self._caller.bot_user_id,
                 blocks=blocks,
                 thread_ts=thread_ts,
-                bot_id=self.bot_id,
+                bot_id=self._caller.bot_id,
                 ephemeral_to=user,
             )
         )
@@ -991,7 +1192,7 @@ class FakeSlack:
             raise SlackError("invalid_arguments", response_metadata={"messages": errors})
         published: JsonObject = {
             "id": f"V{next(self._ids):010d}",
-            "team_id": self.team_id,
+            "team_id": self._caller.team_id,
             "type": "home",
             "blocks": view.get("blocks", []),
             "private_metadata": view.get("private_metadata", ""),
@@ -1000,7 +1201,7 @@ class FakeSlack:
             "state": {"values": {}},
             "hash": f"{time.time():.6f}",
             "app_id": API_APP_ID,
-            "bot_id": self.bot_id,
+            "bot_id": self._caller.bot_id,
         }
         self._home_views[user_id] = published
         return {"view": published}
@@ -1063,7 +1264,7 @@ class FakeSlack:
         name, length = str(params.get("filename") or ""), str(params.get("length") or "")
         if not name or not length.isdigit():
             raise SlackError("invalid_arguments")
-        file = self._new_file(name, user=self.bot_user_id)
+        file = self._new_file(name, user=self._caller.bot_user_id)
         file.length = int(length)
         return {"upload_url": f"{self.root_url}/upload/{file.id}", "file_id": file.id}
 
@@ -1110,7 +1311,7 @@ class FakeSlack:
                     channel=channel,
                     ts=next_ts(),
                     text=comment or "",
-                    user=self.bot_user_id,
+                    user=self._caller.bot_user_id,
                     thread_ts=thread_ts,
                     subtype="file_share",
                     files=(),
@@ -1135,13 +1336,19 @@ class FakeSlack:
 
     def _download(self, path: str, headers: Mapping[str, str]) -> _Reply:
         login = _Reply(200, LOGIN_PAGE, "text/html; charset=utf-8")
-        if _token_of(headers, {}) != self.bot_token:
+        downloader = self._installs.get(_token_of(headers, {}) or "")
+        if downloader is None:
             return login
         # /files-pri/<team>-<file id>/<name> or /files-pri/<team>-<file id>/download/<name>
         parts = path.removeprefix("/files-pri/").split("/")
         team, _, file_id = parts[0].partition("-")
         file = self._files.get(file_id)
-        if team != self.team_id or file is None or not file.completed or parts[-1] != file.name:
+        if (
+            team != downloader.team_id
+            or file is None
+            or not file.completed
+            or parts[-1] != file.name
+        ):
             return _Reply(
                 404, b"<html><body>File not found</body></html>", "text/html; charset=utf-8"
             )

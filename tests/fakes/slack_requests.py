@@ -200,6 +200,8 @@ def event_callback(
     *,
     event_id: str | None = None,
     team_id: str = TEAM_ID,
+    enterprise_id: str | None = None,
+    bot_user_id: str = BOT_USER_ID,
     api_app_id: str = API_APP_ID,
     retry_num: int | None = None,
     retry_reason: str = "http_timeout",
@@ -207,15 +209,17 @@ def event_callback(
     signing_secret: str = SIGNING_SECRET,
 ) -> SignedRequest:
     """The Events API envelope around `event`; `retry_num` adds Slack's retry headers.
+    `enterprise_id` for a workspace of an Enterprise Grid organization; `bot_user_id` the bot's
+    user in that workspace.
 
-    A retry is the same body (same `event_id`) sent again: pass the first delivery's `event_id`.
+        A retry is the same body (same `event_id`) sent again: pass the first delivery's `event_id`.
     """
     event_ts = str(event.get("event_ts") or event.get("ts") or time.time())
     envelope = {
         "token": VERIFICATION_TOKEN,
         "team_id": team_id,
         "context_team_id": team_id,
-        "context_enterprise_id": None,
+        "context_enterprise_id": enterprise_id,
         "api_app_id": api_app_id,
         "event": dict(event),
         "type": "event_callback",
@@ -223,9 +227,9 @@ def event_callback(
         "event_time": int(float(event_ts)),
         "authorizations": [
             {
-                "enterprise_id": None,
+                "enterprise_id": enterprise_id,
                 "team_id": team_id,
-                "user_id": BOT_USER_ID,
+                "user_id": bot_user_id,
                 "is_bot": True,
                 "is_enterprise_install": False,
             }
@@ -233,6 +237,8 @@ def event_callback(
         "is_ext_shared_channel": False,
         "event_context": f"4-{uuid.uuid4().hex}",
     }
+    if enterprise_id is not None:
+        envelope["enterprise_id"] = enterprise_id
     extra: dict[str, str] = {}
     if retry_num is not None:
         extra = {"X-Slack-Retry-Num": str(retry_num), "X-Slack-Retry-Reason": retry_reason}

@@ -620,3 +620,72 @@ def test_shown_is_what_slack_displays(fake: FakeSlack, client: WebClient) -> Non
     plain = data(client.chat_postMessage(channel=CHANNEL_ID, text="<#C1|general> &lt;3"))["ts"]
     shown = fake.message(CHANNEL_ID, plain)
     assert shown is not None and shown.shown == "#general <3"
+
+
+# --- several workspaces and OAuth ------------------------------------------------------------
+
+
+def test_each_workspace_has_its_own_token_and_channels() -> None:
+    with FakeSlack() as fake:
+        fake.add_workspace("T0OTHER", ["C0OTHER"], bot_token="xoxb-other")
+        first = WebClient(token=fake.bot_token, base_url=fake.base_url)
+        other = WebClient(token="xoxb-other", base_url=fake.base_url)
+
+        assert other.auth_test()["team_id"] == "T0OTHER"
+        posted = other.chat_postMessage(channel="C0OTHER", text="hi")
+        assert posted["message"]["user"] == "UT0OTHERBOT"
+        with pytest.raises(SlackApiError, match="channel_not_found"):
+            first.chat_postMessage(channel="C0OTHER", text="not my workspace")
+        with pytest.raises(SlackApiError, match="channel_not_found"):
+            other.chat_postMessage(channel=CHANNEL_ID, text="not mine either")
+        ts = str(first.chat_postMessage(channel=CHANNEL_ID, text="the first bot's")["ts"])
+        fake.add_workspace(TEAM_ID, [], bot_token="xoxb-another-bot-in-the-team")
+        another = WebClient(token="xoxb-another-bot-in-the-team", base_url=fake.base_url)
+        with pytest.raises(SlackApiError, match="cant_update_message"):
+            another.chat_update(channel=CHANNEL_ID, ts=ts, text="not its message")
+
+        fake.uninstall("T0OTHER")
+        with pytest.raises(SlackApiError, match="token_revoked"):
+            other.chat_postMessage(channel="C0OTHER", text="after uninstall")
+        assert next(c.token for c in fake.calls("chat.postMessage") if c.ok) == "xoxb-other"
+
+
+def test_oauth_v2_access_trades_each_code_once_for_the_workspaces_bot_token() -> None:
+    with FakeSlack() as fake:
+        fake.oauth_app("1.2", "secret")
+        client = WebClient(base_url=fake.base_url)
+        code = fake.authorize(
+            "T0NEW",
+            scopes=["chat:write", "commands"],
+            enterprise_id="E0ORG",
+            enterprise_name="Org",
+            redirect_uri="https://host/slack/oauth_redirect",
+        )
+
+        with pytest.raises(SlackApiError, match="bad_redirect_uri"):
+            client.oauth_v2_access(client_id="1.2", client_secret="secret", code=code)
+        answer = client.oauth_v2_access(
+            client_id="1.2",
+            client_secret="secret",
+            code=code,
+            redirect_uri="https://host/slack/oauth_redirect",
+        )
+        with pytest.raises(SlackApiError, match="code_already_used"):
+            client.oauth_v2_access(
+                client_id="1.2",
+                client_secret="secret",
+                code=code,
+                redirect_uri="https://host/slack/oauth_redirect",
+            )
+        with pytest.raises(SlackApiError, match="invalid_code"):
+            client.oauth_v2_access(client_id="1.2", client_secret="secret", code="made-up")
+
+        assert answer["token_type"] == "bot" and answer["scope"] == "chat:write,commands"
+        assert answer["team"] == {"name": "Workspace T0NEW", "id": "T0NEW"}
+        assert answer["enterprise"] == {"name": "Org", "id": "E0ORG"}
+        assert answer["authed_user"] == {"id": USER_ID}
+        token = answer["access_token"]
+        assert WebClient(token=token, base_url=fake.base_url).auth_test()["team_id"] == "T0NEW"
+        again = fake.authorize("T0NEW", scopes=["chat:write"])
+        reinstall = client.oauth_v2_access(client_id="1.2", client_secret="secret", code=again)
+        assert reinstall["access_token"] == token  # the same bot keeps its token

@@ -1,0 +1,270 @@
+"""Which workspaces the bot serves, and with which token.
+
+Two modes (bot.settings): one workspace, with SLACK_BOT_TOKEN from the environment; or any
+workspace that installs the app through Bolt's OAuth flow (SLACK_CLIENT_ID and
+SLACK_CLIENT_SECRET), each with its own bot token kept by slack_sdk's SQLAlchemy installation
+store in the bot's database. The tables of slack_sdk's stores are made by our migrations
+(bot/migrations/0004_installations.py), never by the stores' `create_tables()`.
+
+Listeners get the right client from Bolt for each request. What posts outside a request (the
+outbox worker, the run follower, expiry) asks `SlackClients.client_for(team)`.
+
+`artbot_workspaces` remembers each team the bot has served: its enterprise (where Slack gives
+one) and, once the app was uninstalled or its bot token revoked, when and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.oauth.installation_store.models.installation import Installation
+from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
+from sqlalchemy import Boolean, Engine, String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from storage.database import KEY_PART_MAX, UTCDateTime
+from storage.sql_store import SqlStore
+
+log = logging.getLogger(__name__)
+
+KEY = KEY_PART_MAX
+BOT_SCOPES = (
+    "commands",
+    "chat:write",
+    "files:write",
+    "files:read",
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+)
+"""The bot token's scopes, asked for at install (the manifests list the same: test_manifests)."""
+STATE_EXPIRY_S = 600
+"""How long an install link's state stays valid."""
+INSTALLATIONS_TABLE = SQLAlchemyInstallationStore.default_installations_table_name
+BOTS_TABLE = SQLAlchemyInstallationStore.default_bots_table_name
+STATES_TABLE = SQLAlchemyOAuthStateStore.default_table_name
+
+ClientFor = Callable[[str], WebClient]
+"""The Web API client that acts in a team (its installation's bot token)."""
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+metadata = Base.metadata
+"""`artbot_workspaces` and slack_sdk's three tables, as slack_sdk's stores define them."""
+SQLAlchemyInstallationStore.build_installations_table(metadata, INSTALLATIONS_TABLE)
+SQLAlchemyInstallationStore.build_bots_table(metadata, BOTS_TABLE)
+SQLAlchemyOAuthStateStore.build_oauth_states_table(metadata, STATES_TABLE)
+
+
+class WorkspaceRow(Base):
+    __tablename__ = "artbot_workspaces"
+
+    team: Mapped[str] = mapped_column(String(KEY), primary_key=True)
+    enterprise: Mapped[str | None] = mapped_column(String(KEY))
+    """The Enterprise Grid organization, where Slack gives one."""
+    enterprise_install: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Installed org-wide: the token is the organization's, found by `enterprise`."""
+    installed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    removed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the app was last uninstalled or its bot token revoked (kept after a reinstall)."""
+    removed_reason: Mapped[str | None] = mapped_column(String(32))
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    team: str
+    enterprise: str | None
+    enterprise_install: bool
+    active: bool
+    removed_at: datetime | None
+    removed_reason: str | None
+
+
+class NotInstalled(SlackApiError):
+    """The app has no installation (or no bot token) in the team: nothing can be said there.
+    A SlackApiError whose `error` is `not_installed`, so that callers that give up on Slack's
+    refusals give up on this one too."""
+
+    def __init__(self, team: str) -> None:
+        super().__init__(
+            f"artbot is not installed in {team}", {"ok": False, "error": "not_installed"}
+        )
+        self.team = team
+
+
+class Workspaces(SqlStore):
+    """The teams the bot serves: their enterprise, and whether the app is still installed."""
+
+    @property
+    def engine(self) -> Engine:
+        """The engine this store uses (its schema applied): slack_sdk's stores share it."""
+        return self._engine
+
+    def get(self, team: str) -> Workspace | None:
+        with self._transaction() as orm:
+            row = orm.get(WorkspaceRow, team)
+            return _workspace(row) if row is not None else None
+
+    def seen(self, team: str, enterprise: str | None, enterprise_install: bool = False) -> None:
+        """A request came from `team`: remember its enterprise (for tokens found by it)."""
+        with self._transaction() as orm:
+            row = orm.get(WorkspaceRow, team)
+            if row is None:
+                orm.add(
+                    WorkspaceRow(
+                        team=team,
+                        enterprise=enterprise,
+                        enterprise_install=enterprise_install,
+                        active=True,
+                    )
+                )
+            elif enterprise is not None and row.enterprise != enterprise:
+                row.enterprise = enterprise
+
+    def installed(self, team: str, enterprise: str | None, enterprise_install: bool) -> None:
+        """An installation was saved: the team is served (again)."""
+        now = self.now()
+        with self._transaction() as orm:
+            row = orm.get(WorkspaceRow, team)
+            if row is None:
+                row = WorkspaceRow(team=team)
+                orm.add(row)
+            row.enterprise = enterprise
+            row.enterprise_install = enterprise_install
+            row.installed_at = now
+            row.active = True
+
+    def removed(self, team: str, enterprise: str | None, reason: str) -> datetime:
+        """The app was uninstalled from `team` or its bot token revoked: marked, not deleted."""
+        now = self.now()
+        with self._transaction() as orm:
+            row = orm.get(WorkspaceRow, team)
+            if row is None:
+                row = WorkspaceRow(team=team, enterprise=enterprise, enterprise_install=False)
+                orm.add(row)
+            row.active = False
+            row.removed_at = now
+            row.removed_reason = reason
+        return now
+
+
+def _workspace(row: WorkspaceRow) -> Workspace:
+    return Workspace(
+        row.team,
+        row.enterprise,
+        bool(row.enterprise_install),
+        bool(row.active),
+        row.removed_at,
+        row.removed_reason,
+    )
+
+
+class InstallationStore(SQLAlchemyInstallationStore):
+    """slack_sdk's SQLAlchemy store on the bot's database (its tables made by our migrations);
+    each saved installation also marks its team served in `workspaces`."""
+
+    def __init__(self, client_id: str, engine: Engine, workspaces: Workspaces) -> None:
+        super().__init__(client_id, engine)
+        self.workspaces = workspaces
+        self.on_saved: list[Callable[[str], None]] = []
+
+    def create_tables(self) -> None:  # pragma: no cover: a guard
+        raise RuntimeError("the installation tables are made by `artbot db upgrade`")
+
+    def save(self, installation: Installation) -> None:
+        super().save(installation)
+        team = installation.team_id or installation.enterprise_id
+        if team:
+            self.workspaces.installed(
+                team, installation.enterprise_id, bool(installation.is_enterprise_install)
+            )
+            for listener in self.on_saved:
+                listener(team)
+
+
+class StateStore(SQLAlchemyOAuthStateStore):
+    """slack_sdk's SQLAlchemy OAuth state store, on tables made by our migrations."""
+
+    def create_tables(self) -> None:  # pragma: no cover: a guard
+        raise RuntimeError("the OAuth state table is made by `artbot db upgrade`")
+
+
+def schema_engine(engine: Engine, schema: str | None) -> Engine:
+    """`engine`, seeing `schema`'s tables unqualified (PostgreSQL), as our stores do."""
+    return engine.execution_options(schema_translate_map={None: schema}) if schema else engine
+
+
+class SlackClients:
+    """`client_for(team)`: one Web API client per team, with its installation's bot token,
+    made once and cached; or, with one workspace, the one client for every team."""
+
+    def __init__(
+        self,
+        make_client: Callable[[str | None], WebClient],
+        *,
+        single: WebClient | None = None,
+        installations: InstallationStore | None = None,
+        workspaces: Workspaces | None = None,
+    ) -> None:
+        if (single is None) == (installations is None):
+            raise ValueError("one client (one workspace) or an installation store (OAuth)")
+        self._make = make_client
+        self._single = single
+        self._installations = installations
+        self._workspaces = workspaces
+        self._cache: dict[str, WebClient] = {}
+        self._lock = threading.Lock()
+        if installations is not None:
+            installations.on_saved.append(self.forget)
+
+    def client_for(self, team: str) -> WebClient:
+        """The client that acts in `team`; NotInstalled when the app has no bot token there."""
+        if self._single is not None:
+            return self._single
+        with self._lock:
+            cached = self._cache.get(team)
+        if cached is not None:
+            return cached
+        token = self._bot_token(team)
+        if token is None:
+            raise NotInstalled(team)
+        client = self._make(token)
+        with self._lock:
+            self._cache[team] = client
+        return client
+
+    def forget(self, team: str) -> None:
+        """Drop the cached client of `team` (reinstalled, uninstalled, token revoked)."""
+        with self._lock:
+            self._cache.pop(team, None)
+
+    def _bot_token(self, team: str) -> str | None:
+        assert self._installations is not None
+        workspace = self._workspaces.get(team) if self._workspaces is not None else None
+        if workspace is not None and not workspace.active:
+            return None
+        enterprise = workspace.enterprise if workspace is not None else None
+        bot = self._installations.find_bot(
+            enterprise_id=enterprise,
+            team_id=team,
+            is_enterprise_install=workspace.enterprise_install if workspace else False,
+        )
+        return bot.bot_token if bot is not None else None
+
+
+def web_client_maker(**options: Any) -> Callable[[str | None], WebClient]:
+    """Clients with `options` (base_url, retry handlers) and the token given."""
+    return lambda token: WebClient(token=token, **options)

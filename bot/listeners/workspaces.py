@@ -1,0 +1,68 @@
+"""The app leaving a workspace (`app_uninstalled`, `tokens_revoked`), the workspaces requests
+come from (their enterprise, for org-wide installs), and the Home tab's link buttons."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext, BoltResponse
+
+from bot.home import OPEN_THREAD_ACTION
+from bot.installations import SlackClients
+from bot.listeners.guard import AfterAck
+from bot.wizard import WizardService
+
+UNINSTALLED = "app_uninstalled"
+BOT_TOKEN_REVOKED = "tokens_revoked"
+
+
+def register(app: App, service: WizardService, after_ack: AfterAck, clients: SlackClients) -> None:
+    """The install lifecycle on `app`; `clients` forget a team's client when its token goes."""
+    seen: set[tuple[str, str]] = set()
+
+    @app.middleware
+    def note_enterprise(context: BoltContext, next: Callable[[], BoltResponse]) -> BoltResponse:
+        """Remember which organization a team belongs to, once per process: an org-wide
+        install's token is found by its enterprise, and the outbox only knows the team."""
+        team, enterprise = context.team_id, context.enterprise_id
+        if team and enterprise and (team, enterprise) not in seen and service.workspaces:
+            service.workspaces.seen(team, enterprise, bool(context.is_enterprise_install))
+            seen.add((team, enterprise))
+        return next()
+
+    def left(context: BoltContext, reason: str) -> None:
+        team = context.team_id or context.enterprise_id
+        if not team:
+            return
+        store = app.installation_store
+        if store is not None:  # OAuth: the installation goes (slack_sdk's own listeners do this)
+            if reason == UNINSTALLED:
+                store.delete_all(enterprise_id=context.enterprise_id, team_id=context.team_id)
+            else:
+                store.delete_bot(enterprise_id=context.enterprise_id, team_id=context.team_id)
+        clients.forget(team)
+        service.workspace_removed(team, context.enterprise_id, reason)
+
+    @app.event(UNINSTALLED)
+    def on_uninstalled(context: BoltContext) -> None:
+        after_ack.submit(context, "event", lambda: left(context, UNINSTALLED), team=context.team_id)
+
+    @app.event(BOT_TOKEN_REVOKED)
+    def on_tokens_revoked(event: dict[str, Any], context: BoltContext) -> None:
+        tokens = event.get("tokens") or {}
+        store = app.installation_store
+        for user in tokens.get("oauth") or []:  # user tokens: the bot asks for none, but forget
+            if store is not None:
+                store.delete_installation(
+                    enterprise_id=context.enterprise_id, team_id=context.team_id, user_id=user
+                )
+        if tokens.get("bot"):
+            after_ack.submit(
+                context, "event", lambda: left(context, BOT_TOKEN_REVOKED), team=context.team_id
+            )
+
+    @app.action(re.compile(rf"^{OPEN_THREAD_ACTION}:"))
+    def on_open_thread(ack: Ack) -> None:
+        ack()  # a link button: Slack opens the link; the click only needs its ack
