@@ -111,7 +111,8 @@ class RunFollower:
     # -- on the follower's loop --
 
     def _run(self) -> None:
-        asyncio.run(self._sweep_forever())
+        with contextlib.suppress(asyncio.CancelledError):  # stop() cancels the sweep
+            asyncio.run(self._sweep_forever())
 
     async def _sweep_forever(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -163,6 +164,7 @@ class RunFollower:
                     return  # the runner does not know the job: the run ended as lost
                 failures += 1
                 await asyncio.sleep(self._backoff.delay(failures))
+                wait = 0.0  # the first answer after a failure is told at once, not in 25 s
                 continue
             try:
                 applied_since = self._service.runs.now()
