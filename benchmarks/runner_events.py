@@ -322,9 +322,7 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
                 path = service.results.script_file(key, name)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(script)
-                run = service.runs.approve(
-                    slack, key, USER_ID, script, name, {"backend": "local"}
-                )
+                run = service.runs.approve(slack, key, USER_ID, script, name, {"backend": "local"})
                 if run.job_id is None:
                     said = [m.text for m in fake.thread(CHANNEL_ID, thread)]
                     raise RuntimeError(f"the job was not submitted: {said[-1:]}")
@@ -336,6 +334,7 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
             follower.stop()
             service.store.close()
         latencies: list[float] = []
+        started: list[float] = []
         with RunnerClient(base_url, TOKEN) as client:
             for thread, job_id in jobs.items():
                 for event in client.events(job_id).events:
@@ -346,10 +345,15 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
                         what = f"validation {event.data['step']}"
                     if what is not None and (thread, what) in told:
                         latencies.append(told[(thread, what)] - event.at.timestamp())
+                        if what == "started":
+                            started.append(latencies[-1])
         expected = runs * (validations + 1)
         print(
             f"event -> bot thread update ({runs} runs followed at once, one long-poll each; "
             f"{len(latencies)}/{expected} told): {quantiles(latencies)}"
+        )
+        print(
+            f"  of which `started` (the first event, of a run just submitted): {quantiles(started)}"
         )
 
 
@@ -378,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         "--bot-runs", type=int, default=2, help="runs followed at once (one per GPU slot)"
     )
     parser.add_argument("--bot-validations", type=int, default=10, help="validations per run")
-    parser.add_argument("--bot-interval", type=float, default=0.5, help="seconds between them")
+    parser.add_argument("--bot-interval", type=float, default=2.0, help="seconds between them")
     args = parser.parse_args(argv)
     total = parse_bytes(args.bytes)
 

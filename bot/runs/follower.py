@@ -1,8 +1,9 @@
 """Following the runs (`artbot serve`): one events long-poll per run's job on the runner, so an
 event reaches its thread as soon as the runner records it.
 
-One thread runs an asyncio loop: a sweep (every `sweep_s`, or at once when a run gets its job)
-submits the runs waiting for the runner and starts a task for each run with a job; each task
+One thread runs an asyncio loop: a sweep (every `sweep_s`) submits the runs waiting for the
+runner and starts a task for each run with a job (a run submitted meanwhile gets its task at
+once, through RunService.on_job_submitted); each task
 long-polls `GET /jobs/{id}/events?after=<the run's stored cursor>&wait=<wait_s>` and hands the
 page to RunService.apply in a worker thread (database and Slack calls block). The cursor is the
 last event applied, stored with the run: a restarted bot resumes after it and repeats nothing.
@@ -77,20 +78,20 @@ class RunFollower:
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
-        self._wakeup: asyncio.Event | None = None
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
     def start(self) -> RunFollower:
         self._thread.start()
         self._ready.wait(10)
-        self._service.on_job_submitted(self.wake)
+        self._service.on_job_submitted(self.follow)
         return self
 
-    def wake(self) -> None:
-        """Sweep now (a run got its job): its first events are not left for the next sweep."""
-        if self._loop is not None and self._wakeup is not None:
+    def follow(self, run: Run) -> None:
+        """Follow `run` now (it just got its job): its first events are not left for the next
+        sweep. From any thread."""
+        if self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: stopped
-                self._loop.call_soon_threadsafe(self._wakeup.set)
+                self._loop.call_soon_threadsafe(self._start_following, run)
 
     def following(self) -> set[int]:
         """The ids of the runs with a long-poll task now."""
@@ -117,14 +118,11 @@ class RunFollower:
     async def _sweep_forever(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._main = asyncio.current_task()
-        self._wakeup = asyncio.Event()
         self._ready.set()
         try:
             while True:
                 await self._sweep()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), timeout=self._sweep_s)
-                self._wakeup.clear()
+                await asyncio.sleep(self._sweep_s)
         finally:
             for task in self._tasks.values():
                 task.cancel()
@@ -142,10 +140,16 @@ class RunFollower:
         for run_id in [run_id for run_id, task in self._tasks.items() if task.done()]:
             del self._tasks[run_id]
         for run in active:
-            if run.job_id is not None and run.id not in self._tasks:
-                self._tasks[run.id] = asyncio.create_task(
-                    self._follow(run), name=f"artbot-run-{run.id}"
-                )
+            self._start_following(run)
+
+    def _start_following(self, run: Run) -> None:
+        """A long-poll task for the run, unless it has one or no job yet."""
+        if self._main is None or self._main.done():
+            return  # stopping
+        if run.job_id is not None and run.id not in self._tasks:
+            self._tasks[run.id] = asyncio.create_task(
+                self._follow(run), name=f"artbot-run-{run.id}"
+            )
 
     async def _follow(self, run: Run) -> None:
         """Long-poll the run's job and apply each page until the run is no longer active."""

@@ -75,7 +75,7 @@ class RunService:
         self._submitting = threading.Lock()
         self._locks_lock = threading.Lock()
         self._run_locks: dict[int, threading.Lock] = {}
-        self._submitted_callbacks: list[Callable[[], None]] = []
+        self._submitted_callbacks: list[Callable[[Run], None]] = []
 
     # -- approving and submitting --
 
@@ -193,9 +193,9 @@ class RunService:
             run.id, job_id=job.id, state=job.state.value, unreachable_notified=False
         )
         card = self.poster.post(slack, run.key, status_card(run))
-        self.runs.update(run.id, card_ts=card, card_updated_at=self.runs.now())
-        for callback in self._submitted_callbacks:
-            callback()
+        run = self.runs.update(run.id, card_ts=card, card_updated_at=self.runs.now())
+        for callback in self._submitted_callbacks:  # after the card: it comes first in the thread
+            callback(run)
 
     # -- following jobs --
 
@@ -224,8 +224,8 @@ class RunService:
                 ):
                     self._submit(slack, run)
 
-    def on_job_submitted(self, callback: Callable[[], None]) -> None:
-        """Call `callback()` whenever a run gets its job (the follower starts following it)."""
+    def on_job_submitted(self, callback: Callable[[Run], None]) -> None:
+        """Call `callback(run)` as soon as a run has its job (the follower follows it then)."""
         self._submitted_callbacks.append(callback)
 
     def apply(self, slack: WebClient, run_id: int, page: EventsPage) -> Run | None:
