@@ -170,6 +170,11 @@ class RunFollower:
                 await asyncio.sleep(self._backoff.delay(failures))
                 wait = 0.0  # the first answer after a failure is told at once, not in 25 s
                 continue
+            except Exception as error:  # not the runner's answer: a bug; never a tight loop
+                self._failed(f"long-poll of run {run.id} failed", error)
+                failures += 1
+                await asyncio.sleep(self._backoff.delay(failures))
+                continue
             try:
                 applied_since = self._service.runs.now()
                 current = await asyncio.to_thread(self._service.apply, self._slack, run.id, page)
