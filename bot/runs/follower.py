@@ -156,7 +156,6 @@ class RunFollower:
         assert run.job_id is not None
         job_id = run.job_id
         failures = 0
-        card_due = False  # events applied that the status card does not show yet
         wait = self._wait_s
         while run.active:
             began = time.monotonic()
@@ -187,11 +186,14 @@ class RunFollower:
             if current is None:
                 return
             run = current
-            card_due = run.card_ts is not None and (card_due or bool(page.events))
-            card_due = card_due and (
-                run.card_updated_at is None or run.card_updated_at < applied_since
+            # Events the throttled status card does not show yet: the next poll waits only until
+            # the card may be refreshed (one try: a card Slack refuses to update makes no loop).
+            card_behind = (
+                bool(page.events)
+                and run.card_ts is not None
+                and (run.card_updated_at is None or run.card_updated_at < applied_since)
             )
-            wait = self._card_wait(run) if card_due else self._wait_s
+            wait = self._card_wait(run) if card_behind else self._wait_s
             if not page.events:
                 await _at_least(MIN_EMPTY_POLL_S, since=began)
 
