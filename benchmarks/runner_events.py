@@ -3,6 +3,7 @@
     uv run python benchmarks/runner_events.py [--jobs 10] [--steps 20] [--step-interval 0.2]
                                               [--poll-interval 0.5] [--bytes 50M]
                                               [--lines-per-second 10000] [--line-bytes 500]
+                                              [--bot-runs 2] [--bot-validations 10]
 
 The real runner (`artbot runner serve`'s code, `runner.serve.serve`) runs as a child process on
 127.0.0.1 with a SQLite database in a temporary folder, two fake GPU slots and jobs run as
@@ -13,6 +14,11 @@ The real runner (`artbot runner serve`'s code, `runner.serve.serve`) runs as a c
 - event latency: a job appends ART-style history.jsonl lines stamped with the time they were
   written; the time until each `step` event reaches a waiting long-poll. It includes the
   runner's poll interval (ARTBOT_RUNNER_POLL_INTERVAL_S; 0.5 s by default), which dominates;
+- event -> bot thread update: the bot's run follower (`bot.runs.follower`, one events long-poll
+  per run, as in `artbot serve`) follows --bot-runs jobs at once, each recording --bot-validations
+  validations; from the runner recording each `started` and `validation` event (its `at`) to the
+  loopback fake Slack (tests/fakes) receiving the chat.postMessage that tells it. Same host, same
+  clock. Target: p95 <= 1 s;
 - output flood: a job printing --lines-per-second lines of --line-bytes up to --bytes; the
   runner's and the job supervisor's CPU (user+system, as a share of one core) and memory (RSS
   and peak), sampled from /proc, and the size of the job's log on disk (capped at 50 MB by
@@ -59,6 +65,21 @@ HISTORY_SCRIPT = textwrap.dedent(
             time.sleep(interval)
             line = {"step": step, "train/reward": 0.5, "bench/written_at": time.time()}
             history.write(json.dumps(line) + "\\n")
+            history.flush()
+    """
+)
+
+VALIDATION_SCRIPT = textwrap.dedent(
+    """
+    import json, time
+    from pathlib import Path
+    steps, interval = STEPS, INTERVAL
+    folder = Path(".art/bench/models/m1")
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "history.jsonl").open("a") as history:
+        for step in range(1, steps + 1):
+            time.sleep(interval)
+            history.write(json.dumps({"step": step, "val/reward": step / steps}) + "\\n")
             history.flush()
     """
 )
@@ -245,6 +266,99 @@ def measure_flood(
         )
 
 
+def measure_bot_follow(base_url: str, runs: int, validations: int, interval: float) -> None:
+    """Event recorded by the runner -> the bot's follower -> chat.postMessage at the fake Slack."""
+    # The bot and the fake Slack run from a checkout: imported here, only for this measurement.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from slack_sdk import WebClient
+
+    from bot.app import build_service
+    from bot.runs.follower import RunFollower
+    from bot.settings import load_settings
+    from runner.client import AsyncRunnerClient
+    from storage.sessions import SessionKey
+    from tests.fakes.slack_api import Call, FakeSlack
+    from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID, SIGNING_SECRET, TEAM_ID, USER_ID
+
+    told: dict[tuple[str, str], float] = {}  # (thread, what) -> when the fake Slack got it
+
+    def received(call: Call) -> None:
+        text = str(call.params.get("text") or "")
+        thread = str(call.params.get("thread_ts") or "")
+        if call.method != "chat.postMessage" or not thread:
+            return
+        if text.startswith(":rocket: Training started"):
+            told.setdefault((thread, "started"), time.time())
+        elif text.startswith(":bar_chart: Validation at step "):
+            step = text.removeprefix(":bar_chart: Validation at step ").split(":")[0]
+            told.setdefault((thread, f"validation {step}"), time.time())
+
+    with tempfile.TemporaryDirectory(prefix="bot-follow-bench-") as tmp, FakeSlack() as fake:
+        settings = load_settings(
+            {
+                "SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+                "SLACK_API_URL": fake.base_url,
+                "ARTBOT_DATABASE_URL": f"sqlite:///{Path(tmp) / 'artbot.db'}",
+                "ARTBOT_SCRIPTS_DIR": str(Path(tmp) / "scripts"),
+                "ARTBOT_DRYRUN": "false",
+                "ARTBOT_RUNNER_URL": base_url,
+                "ARTBOT_RUNNER_TOKEN": TOKEN,
+            }
+        )
+        service = build_service(settings)
+        assert service.runs is not None
+        slack = WebClient(token=BOT_TOKEN, base_url=fake.base_url)
+        fake.watch(received)
+        follower = RunFollower(
+            service.runs, lambda _team: slack, AsyncRunnerClient(base_url, TOKEN)
+        ).start()
+        jobs: dict[str, str] = {}  # thread -> job id
+        try:
+            for number in range(runs):
+                thread = str(slack.chat_postMessage(channel=CHANNEL_ID, text="wizard")["ts"])
+                key = SessionKey(TEAM_ID, CHANNEL_ID, thread)
+                # Approved scripts run without arguments: the counts are written into it.
+                script = VALIDATION_SCRIPT.replace("STEPS, INTERVAL", f"{validations}, {interval}")
+                name = f"bench_{number}.py"
+                path = service.results.script_file(key, name)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(script)
+                run = service.runs.approve(slack, key, USER_ID, script, name, {"backend": "local"})
+                if run.job_id is None:
+                    said = [m.text for m in fake.thread(CHANNEL_ID, thread)]
+                    raise RuntimeError(f"the job was not submitted: {said[-1:]}")
+                jobs[thread] = run.job_id
+            deadline = time.monotonic() + validations * interval + 120
+            while service.runs.runs.active() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            follower.stop()
+            service.store.close()
+        latencies: list[float] = []
+        started: list[float] = []
+        with RunnerClient(base_url, TOKEN) as client:
+            for thread, job_id in jobs.items():
+                for event in client.events(job_id).events:
+                    what = {EventType.started: "started", EventType.validation: "validation"}.get(
+                        event.type
+                    )
+                    if what == "validation":
+                        what = f"validation {event.data['step']}"
+                    if what is not None and (thread, what) in told:
+                        latencies.append(told[(thread, what)] - event.at.timestamp())
+                        if what == "started":
+                            started.append(latencies[-1])
+        expected = runs * (validations + 1)
+        print(
+            f"event -> bot thread update ({runs} runs followed at once, one long-poll each; "
+            f"{len(latencies)}/{expected} told): {quantiles(latencies)}"
+        )
+        print(
+            f"  of which `started` (the first event, of a run just submitted): {quantiles(started)}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -266,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-seconds", type=float, default=600, help="stop the flood after this long"
     )
+    parser.add_argument(
+        "--bot-runs", type=int, default=2, help="runs followed at once (one per GPU slot)"
+    )
+    parser.add_argument("--bot-validations", type=int, default=10, help="validations per run")
+    parser.add_argument("--bot-interval", type=float, default=2.0, help="seconds between them")
     args = parser.parse_args(argv)
     total = parse_bytes(args.bytes)
 
@@ -310,6 +429,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             measure_start(client, args.jobs)
             measure_events(client, args.steps, args.step_interval)
+            if args.bot_runs > 0:
+                measure_bot_follow(
+                    f"http://127.0.0.1:{port}",
+                    args.bot_runs,
+                    args.bot_validations,
+                    args.bot_interval,
+                )
             measure_flood(
                 client,
                 server.pid,

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from slack_bolt.error import BoltError
@@ -26,12 +26,16 @@ from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.health import HealthCheck
 from bot.log_fields import configure_logging
-from bot.settings import SettingsError, load_settings
+from bot.settings import BotSettings, SettingsError, load_settings
 from bot.web import EVENTS_PATH, BotWeb
 from bot.wizard import WizardService
 from runner.uvicorn_server import GracefulServer
 from storage import migrations
 from storage.database import database_problem
+
+if TYPE_CHECKING:
+    from bot.runs.follower import RunFollower
+    from bot.runs.service import RunService
 
 __all__ = ["EVENTS_PATH", "BotServer", "run_serve_command", "web_for"]
 
@@ -116,6 +120,20 @@ def keep_tidy(
     return thread
 
 
+def _follow_runs(runs: RunService, app: ArtbotApp, settings: BotSettings) -> RunFollower:
+    """Start following the runs: one events long-poll per run's job (bot.runs.follower)."""
+    from bot.runs.follower import RunFollower
+    from runner.client import AsyncRunnerClient
+
+    assert settings.artbot_runner_url is not None and settings.artbot_runner_token is not None
+    runner = AsyncRunnerClient(
+        settings.artbot_runner_url, settings.artbot_runner_token.get_secret_value()
+    )
+    follower = RunFollower(runs, app.client_for, runner, sweep_s=settings.artbot_runner_poll_s)
+    log.info("following training runs on %s", settings.artbot_runner_url)
+    return follower.start()
+
+
 def run_serve_command(args: argparse.Namespace) -> int:
     """Serve until interrupted; exit 2 with a clear message when the settings cannot work."""
     configure_logging()
@@ -149,11 +167,9 @@ def run_serve_command(args: argparse.Namespace) -> int:
     stop = threading.Event()
     outbox = start_outbox(service, app.client_for, app.metrics)
     keep_tidy(service, app, timedelta(hours=settings.artbot_session_idle_hours), stop)
+    follower = None
     if service.runs is not None:
-        from bot.runs.follower import RunFollower
-
-        RunFollower(service.runs, app.client_for, settings.artbot_runner_poll_s).start()
-        log.info("following training runs on %s", settings.artbot_runner_url)
+        follower = _follow_runs(service.runs, app, settings)
     port = args.port or settings.port
     socket_mode = None
     try:
@@ -179,6 +195,8 @@ def run_serve_command(args: argparse.Namespace) -> int:
         pass
     finally:
         stop.set()
+        if follower is not None:
+            follower.stop()  # its long-polls are dropped, not waited for
         outbox.stop()
         if socket_mode is not None:
             socket_mode.close()

@@ -65,7 +65,13 @@ class BotSettings(BaseSettings):
         default="",
         description="comma-separated channel ids where runs may be approved (empty: any)",
     )
-    artbot_runner_poll_s: float = Field(default=2.0, gt=0, le=60)
+    artbot_runner_poll_s: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="how often the run follower retries submissions and looks for new runs "
+        "(events themselves come through the runner's long-poll at once)",
+    )
 
     @field_validator("slack_bot_token")
     @classmethod

@@ -1,4 +1,5 @@
-"""A small synchronous client for the runner's API, for the bot.
+"""The small clients of the runner's API, for the bot: RunnerClient (synchronous, the whole
+API) and AsyncRunnerClient (the events long-poll, cancellable: the run follower's).
 
 Two kinds of error, so that a caller retries only what may work later:
 - RunnerUnavailable: the runner could not be reached or failed (connection errors, timeouts,
@@ -115,22 +116,72 @@ class RunnerClient:
         try:
             response = self._http.request(method, path, timeout=timeout or self._timeout, **kwargs)
         except httpx.TransportError as error:  # connect, read, write, timeouts, protocol
-            raise RunnerUnavailable(
-                f"cannot reach the runner: {type(error).__name__}: {error}"
-            ) from error
-        if response.status_code >= 500:
-            raise RunnerUnavailable(
-                f"the runner failed: {response.status_code} {_detail(response)}"
-            )
-        if response.status_code >= 400:
-            raise RunnerRejected(response.status_code, _detail(response))
+            raise _unreachable(error) from error
+        return _answer(response, model)
+
+
+class AsyncRunnerClient:
+    """The events long-poll for asyncio callers (the bot's run follower): cancelling the task
+    that awaits `events` drops the request at once, however long the runner would hold it.
+    Same errors as RunnerClient. `async with`, or `await aclose()`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        timeout: float = 10.0,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._timeout = timeout
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def events(self, job_id: str, after: int = 0, wait: float = 0.0) -> EventsPage:
+        """Events after seq `after`; with `wait` (seconds, at most 30) waits for the next one."""
+        wait = max(0.0, min(wait, MAX_WAIT_S))
         try:
-            return model.model_validate_json(response.content)
-        except ValidationError as error:
-            # Not the API's answer (a proxy's page, another service on the port).
-            raise RunnerUnavailable(
-                f"unexpected answer from the runner ({response.status_code}): {error}"
-            ) from error
+            response = await self._http.get(
+                f"/jobs/{job_id}/events",
+                params={"after": after, "wait": wait},
+                timeout=self._timeout + wait,  # the runner may hold the request for `wait`
+            )
+        except httpx.TransportError as error:
+            raise _unreachable(error) from error
+        return _answer(response, EventsPage)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncRunnerClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _unreachable(error: httpx.TransportError) -> RunnerUnavailable:
+    """A connect, read or write error, a timeout, a protocol error."""
+    return RunnerUnavailable(f"cannot reach the runner: {type(error).__name__}: {error}")
+
+
+def _answer(response: httpx.Response, model: type[ModelT]) -> ModelT:
+    """The runner's answer as `model`, or the error it means."""
+    if response.status_code >= 500:
+        raise RunnerUnavailable(f"the runner failed: {response.status_code} {_detail(response)}")
+    if response.status_code >= 400:
+        raise RunnerRejected(response.status_code, _detail(response))
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as error:
+        # Not the API's answer (a proxy's page, another service on the port).
+        raise RunnerUnavailable(
+            f"unexpected answer from the runner ({response.status_code}): {error}"
+        ) from error
 
 
 def _detail(response: httpx.Response) -> str:

@@ -27,6 +27,11 @@ class EventNotifier:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(event.set)
 
+    def waiting(self) -> int:
+        """How many long-polls wait now, all jobs together."""
+        with self._lock:
+            return sum(len(waiters) for waiters in self._waiters.values())
+
     @contextlib.contextmanager
     def subscribe(self, job_id: str) -> Iterator[asyncio.Event]:
         """An asyncio.Event set at the job's next event; call from inside the running loop."""

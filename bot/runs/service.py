@@ -5,7 +5,8 @@ events (the notifier tells the thread), and the run buttons: Cancel and the fixe
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -19,8 +20,8 @@ from bot.runs.store import Run, RunStore
 from bot.slack_records import SlackRecords, script_digest
 from bot.slack_text import clip, escape
 from bot.threads import ThreadPoster
-from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
-from runner.schemas import FixAction, JobState, JobSubmission
+from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
+from runner.schemas import EventsPage, FixAction, JobState, JobSubmission
 from storage.sessions import SessionKey, SessionStore
 
 BACKOFF_CAP = timedelta(minutes=5)
@@ -72,7 +73,10 @@ class RunService:
         self.approvers = approvers
         self.channels = channels
         self.notifier = RunNotifier(runs, poster)
-        self._lock = threading.Lock()
+        self._submitting = threading.Lock()
+        self._locks_lock = threading.Lock()
+        self._run_locks: dict[int, threading.Lock] = {}
+        self._submitted_callbacks: list[Callable[[Run], None]] = []
 
     # -- approving and submitting --
 
@@ -190,45 +194,88 @@ class RunService:
             run.id, job_id=job.id, state=job.state.value, unreachable_notified=False
         )
         card = self.poster.post(slack, run.key, status_card(run))
-        self.runs.update(run.id, card_ts=card, card_updated_at=self.runs.now())
+        run = self.runs.update(run.id, card_ts=card, card_updated_at=self.runs.now())
+        for callback in self._submitted_callbacks:  # after the card: it comes first in the thread
+            callback(run)
 
     # -- following jobs --
 
     def poll_once(self, client_for: ClientFor) -> None:
-        """One round: submit what waits for the runner, then pass on each job's new events,
-        each told in its thread with its team's client (`client_for`)."""
-        with self._lock:  # one follower at a time: events are handled once, in order
-            for run in self.runs.active():
-                try:
-                    slack = client_for(run.key.team)
-                except NotInstalled:
-                    continue  # the app left that workspace: its runs wait for a reinstall
-                if run.job_id is None:
-                    if run.state == "waiting_for_runner" and (
-                        run.next_attempt_at is None or run.next_attempt_at <= self.runs.now()
-                    ):
-                        self._submit(slack, run)
-                    continue
-                self._follow(slack, run)
+        """One round without waiting: submit what waits for the runner, then pass on each job's
+        new events, each told in its thread with its team's client (`client_for`). The follower
+        (bot.runs.follower) long-polls instead; tests drive this."""
+        self.submit_due(client_for)
+        for run in self.runs.active():
+            if run.job_id is None:
+                continue
+            try:
+                slack = client_for(run.key.team)
+            except NotInstalled:
+                continue  # the app left that workspace: its runs wait for a reinstall
+            try:
+                page = self.client.events(run.job_id, after=run.cursor, wait=0)
+            except RunnerClientError as error:
+                self.following_failed(slack, run.id, error)
+                continue
+            self.apply(slack, run.id, page)
 
-    def _follow(self, slack: WebClient, run: Run) -> None:
-        assert run.job_id is not None
-        try:
-            page = self.client.events(run.job_id, after=run.cursor, wait=0)
-        except RunnerUnavailable as error:
-            self._say_unreachable(slack, run, LOST_CONTACT.format(error=_shown(error, 200)))
-            return
-        except RunnerRejected as error:
-            self._end(slack, run, "lost", UNKNOWN_JOB.format(error=_shown(error, 300)))
-            return
-        if run.unreachable_notified:
-            run = self.runs.update(run.id, unreachable_notified=False)
-            self.notifier.say(slack, run, ":electric_plug: The GPU runner answers again.")
-        for event in page.events:
-            run = self.notifier.handle(slack, run, event)
-            # The cursor moves after each event is handled: a restart repeats nothing.
-            run = self.runs.update(run.id, cursor=event.seq)
-        self.notifier.refresh_card(slack, run, force=bool(page.events) and not run.active)
+    def submit_due(self, client_for: ClientFor) -> None:
+        """Submit the runs waiting for the runner whose next attempt is due (those of a workspace
+        the app left wait for a reinstall)."""
+        with self._submitting:  # one submitter at a time: a run is submitted once per attempt
+            for run in self.runs.active():
+                if (
+                    run.job_id is None
+                    and run.state == "waiting_for_runner"
+                    and (run.next_attempt_at is None or run.next_attempt_at <= self.runs.now())
+                ):
+                    try:
+                        slack = client_for(run.key.team)
+                    except NotInstalled:
+                        continue
+                    self._submit(slack, run)
+
+    def on_job_submitted(self, callback: Callable[[Run], None]) -> None:
+        """Call `callback(run)` as soon as a run has its job (the follower follows it then)."""
+        self._submitted_callbacks.append(callback)
+
+    def apply(self, slack: WebClient, run_id: int, page: EventsPage) -> Run | None:
+        """Tell the run's thread what the events of `page` say, those after the run's stored
+        cursor only (a page fetched twice is told once); the run as it is now, None if gone.
+        The cursor moves after each event is handled: a restarted bot repeats nothing."""
+        with self._following(run_id):
+            run = self.runs.get(run_id)
+            if run is None:
+                return None
+            if run.unreachable_notified:
+                run = self.runs.update(run.id, unreachable_notified=False)
+                self.notifier.say(slack, run, ":electric_plug: The GPU runner answers again.")
+            new = [event for event in page.events if event.seq > run.cursor]
+            for event in new:
+                run = self.notifier.handle(slack, run, event)
+                run = self.runs.update(run.id, cursor=event.seq)
+            self.notifier.refresh_card(slack, run, force=bool(new) and not run.active)
+            return self.runs.get(run_id)
+
+    def following_failed(self, slack: WebClient, run_id: int, error: RunnerClientError) -> None:
+        """Asking for a run's events failed: an unreachable runner is told once (following goes
+        on); a runner that no longer knows the job ends the run as lost."""
+        with self._following(run_id):
+            run = self.runs.get(run_id)
+            if run is None or not run.active:
+                return
+            if isinstance(error, RunnerRejected):
+                self._end(slack, run, "lost", UNKNOWN_JOB.format(error=_shown(error, 300)))
+            else:
+                self._say_unreachable(slack, run, LOST_CONTACT.format(error=_shown(error, 200)))
+
+    @contextmanager
+    def _following(self, run_id: int) -> Iterator[None]:
+        """One handler of a run's events at a time: they are told once, in order."""
+        with self._locks_lock:
+            lock = self._run_locks.setdefault(run_id, threading.Lock())
+        with lock:
+            yield
 
     def _end(self, slack: WebClient, run: Run, state: str, text: str) -> None:
         """The run ends without a job's result (`rejected`, `lost`): record it and say why."""

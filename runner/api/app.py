@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from runner.api import routes
 from runner.api.body_limit import ASGIApp, BodyLimit
 from runner.api.errors import add_error_handlers
+from runner.metrics import RunnerMetrics
 from runner.service import JobService
 
 
@@ -22,6 +23,7 @@ def create_app(service: JobService, token: str) -> FastAPI:
         redoc_url=None,
     )
     app.state.service = service
+    app.state.metrics = RunnerMetrics(service)
     app.state.token = token.encode()
     add_error_handlers(app)
     app.include_router(routes.public)

@@ -1,5 +1,5 @@
 """The routes, each a thin call into the JobService that `create_app` put in `app.state`:
-/health without a token; /jobs... and /openapi.json behind it."""
+/health and /metrics without a token; /jobs... and /openapi.json behind it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.responses import PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from runner.api.auth import require_token
+from runner.metrics import CONTENT_TYPE, RunnerMetrics
 from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
 from runner.service import EVENTS_PAGE_LIMIT, JOBS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
 
@@ -25,7 +27,13 @@ def get_service(request: Request) -> JobService:
     return request.app.state.service
 
 
+def get_metrics(request: Request) -> RunnerMetrics:
+    """The app's Prometheus metrics."""
+    return request.app.state.metrics
+
+
 Service = Annotated[JobService, Depends(get_service)]
+Metrics = Annotated[RunnerMetrics, Depends(get_metrics)]
 JobId = Annotated[str, JOB_ID]
 
 public = APIRouter()
@@ -37,6 +45,13 @@ jobs = APIRouter(prefix="/jobs", tags=["jobs"], dependencies=[Depends(require_to
 def health(service: Service) -> Health:
     """Liveness and capacity, without a token: version, GPUs, slots, queue."""
     return service.health()
+
+
+@public.get("/metrics", tags=["runner"], response_class=PlainTextResponse)
+def metrics_text(metrics: Metrics) -> PlainTextResponse:
+    """Prometheus metrics, without a token like /health (counts only, no job ids): the queue,
+    jobs by state, GPU slots in use, long-polls waiting and the event lag."""
+    return PlainTextResponse(metrics.exposition(), media_type=CONTENT_TYPE)
 
 
 @protected.get("/openapi.json", include_in_schema=False)
@@ -82,20 +97,31 @@ def get_job(job_id: JobId, service: Service) -> Job:
 async def events(
     job_id: JobId,
     service: Service,
+    metrics: Metrics,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[
         float,
         Query(
             ge=0,
+            le=MAX_WAIT_S,
             allow_inf_nan=False,
             description=f"seconds to wait for an event (at most {MAX_WAIT_S:g})",
         ),
     ] = 0.0,
     limit: Annotated[int, Query(ge=1, le=EVENTS_PAGE_LIMIT)] = EVENTS_PAGE_LIMIT,
 ) -> EventsPage:
-    """Events after `after`; with `wait`, waits for the next one when there are none yet."""
+    """Events after `after`; with `wait` (the long-poll), waits for the next one when there are
+    none yet and the job is not finished: the answer comes as soon as the runner records one."""
+    page = await _next_events(service, job_id, after, limit, wait)
+    if wait > 0:  # a follower's long-poll: how late it learns of the events
+        metrics.delivered(page)
+    return page
+
+
+async def _next_events(
+    service: JobService, job_id: str, after: int, limit: int, wait: float
+) -> EventsPage:
     page = await run_in_threadpool(service.events, job_id, after, limit)
-    wait = min(wait, MAX_WAIT_S)
     if page.events or page.finished or wait <= 0:
         return page
     with service.notifier.subscribe(job_id) as arrived:

@@ -119,6 +119,7 @@ def test_bad_submissions_get_clear_4xx(
         ("after=-1", "after"),
         ("wait=nan", "wait"),
         ("wait=inf", "wait"),
+        ("wait=30.5", "wait"),  # beyond the long-poll's bound
         ("limit=0", "limit"),
     ],
 )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 
 import httpx
 import pytest
 
-from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
+from runner.client import AsyncRunnerClient, RunnerClient, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventsPage, Health, Job, JobState, LogTail
 from tests.runner.conftest import TOKEN, Runner, submission
 
@@ -134,3 +135,27 @@ def test_the_token_is_sent_as_a_bearer_header() -> None:
     ):
         client.cancel("abc")
     assert seen == [f"Bearer {TOKEN}"]
+
+
+def test_the_async_long_poll_maps_errors_alike_and_is_cancelled_at_once(runner: Runner) -> None:
+    job_id = runner.submit("gate.py")
+    runner.wait_state(job_id, JobState.running)
+    after = runner.client.events(job_id).next_after
+
+    async def scenario() -> None:
+        async with AsyncRunnerClient(runner.base_url, TOKEN) as client:
+            assert (await client.events(job_id)).next_after == after
+            with pytest.raises(RunnerRejected) as unknown:
+                await client.events("no-such-job")
+            assert unknown.value.status == 404
+            poll = asyncio.create_task(client.events(job_id, after=after, wait=30))
+            while runner.server.service.notifier.waiting() == 0:  # pending at the runner
+                await asyncio.sleep(0.02)
+            poll.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await poll
+        async with AsyncRunnerClient(f"http://127.0.0.1:{_closed_port()}", TOKEN) as closed:
+            with pytest.raises(RunnerUnavailable):
+                await closed.events(job_id)
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=20))  # the cancelled poll does not hold 30 s
