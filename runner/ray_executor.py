@@ -36,7 +36,7 @@ from runner.job_folder import runner_dir
 from runner.outcome import Ended, Ending, Outcome, settle
 from runner.progress import OutputScanner, ProgressLines, Seen
 from runner.ray_entry import FORCED_LINE
-from runner.ray_jobs import RayJobInfo, RayJobs, RayJobSpec, RayStatus
+from runner.ray_jobs import RayJobInfo, RayJobs, RayJobSpec, RayRefused, RayStatus
 from runner.recorder import JobRecorder
 from runner.schemas import EventType, Failure, FailureKind, JobState
 from runner.settings import RunnerSettings
@@ -200,7 +200,9 @@ class RayExecutor:
             if follower.cancel.is_set():
                 self._recorder.finish(job_id, _cancelled("cancelled before it started", False))
                 return False
-            failure = self._submit(job)
+            failure = await self._ask(self._submit, job_id, follower)
+            if failure is _STOPPING:
+                return True  # not submitted: queued again by the next runner's recovery
             if failure is not None:
                 self._recorder.finish(job_id, Outcome.failed(failure))
                 return False
@@ -231,8 +233,9 @@ class RayExecutor:
         self._recorder.finish(job_id, self._outcome(job_id, ending, final, sink))
         return False
 
-    def _submit(self, job: JobRow) -> Failure | None:
-        """Submit the job to Ray; a Failure when it cannot run at all."""
+    def _submit(self, job_id: str) -> Failure | None:
+        """Submit the job to Ray (unless Ray has it); a Failure when it cannot run at all."""
+        job = self._recorder.store.require(job_id)
         secrets = {n: self._environ[n] for n in self._settings.secret_names if n in self._environ}
         missing = [
             n for n in job.required_env if n in self._settings.secret_names and not secrets.get(n)
@@ -263,7 +266,14 @@ class RayExecutor:
             grace_s=self._settings.cancel_grace_s,
             python=self._settings.ray_python,
         )
-        submitted = self._jobs.submit(spec)
+        try:
+            submitted = self._jobs.submit(spec)
+        except RayRefused as error:
+            return make_failure(
+                kind=FailureKind.preflight,
+                summary=f"Ray refused the job: {error}"[:2000],
+                fix="Check the Ray cluster and the runner's Ray settings, then run the job again.",
+            )
         log.info(
             "job %s %s to Ray at %s",
             job.id,
@@ -312,7 +322,7 @@ class RayExecutor:
         while True:
             try:
                 return await asyncio.to_thread(call, job_id)
-            except Exception as error:
+            except (RuntimeError, OSError) as error:  # Ray's errors, requests' errors
                 if self._stopping.is_set():
                     return _STOPPING
                 log.warning("job %s: Ray's job API did not answer: %s", job_id, error)

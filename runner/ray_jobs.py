@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -29,6 +30,19 @@ RAY_EXTRA_HINT = (
 
 class RayUnavailable(RuntimeError):
     """Ray is not installed, or its job API cannot be reached."""
+
+
+class RayRefused(RuntimeError):
+    """Ray's job API refused the request itself (a 4xx answer): asking again will not help."""
+
+
+_STATUS = re.compile(r"status code (\d{3})")
+
+
+def _refused(error: RuntimeError) -> bool:
+    """Whether Ray answered 4xx (else: 5xx such as "No available agent", or no answer)."""
+    match = _STATUS.search(str(error))
+    return match is not None and 400 <= int(match.group(1)) < 500
 
 
 class RayStatus(StrEnum):
@@ -117,7 +131,10 @@ class RayJobs:
         )
 
     def submit(self, spec: RayJobSpec) -> bool:
-        """Submit the job unless Ray has it already (idempotent); True when this call did."""
+        """Submit the job unless Ray has it already (idempotent); True when this call did.
+
+        RayRefused when Ray refuses it (4xx); other errors (Ray busy or unreachable) are worth
+        asking again."""
         if self.info(spec.job_id) is not None:
             return False
         with tempfile.TemporaryDirectory(prefix="artbot-ray-") as folder:
@@ -134,6 +151,8 @@ class RayJobs:
             except RuntimeError as error:
                 if "already exists" in str(error):
                     return False  # a submit of this job raced with ours: it is there once
+                if _refused(error):
+                    raise RayRefused(str(error)) from None
                 raise
         return True
 
