@@ -328,6 +328,9 @@ def ray_cli_start(address: str, ray_jobs: object, index: int) -> float:
 def measure_ray(jobs: int, poll_interval: float, root: Path) -> None:
     """The Ray executor beside `ray job submit`, on a local Ray head started here."""
     from runner.ray_jobs import RayJobs
+
+    # The tests' head (loopback, free ports, its own temp folder), from the repository root.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from tests.runner.ray_head import start_ray_head
 
     print("starting a local Ray head ...", flush=True)

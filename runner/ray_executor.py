@@ -191,18 +191,14 @@ class RayExecutor:
             return True
         if info is None:
             if job.state is JobState.running:
-                self._recorder.lost(
-                    job_id,
-                    "Ray no longer knows the job (its head restarted, or the job was deleted "
-                    f"from Ray at {self._jobs.address}): its outcome is unknown",
-                )
+                self._mark_lost(job_id)
                 return False
             if follower.cancel.is_set():
                 self._recorder.finish(job_id, _cancelled("cancelled before it started", False))
                 return False
             failure = await self._ask(self._submit, job_id, follower)
             if failure is _STOPPING:
-                return True  # not submitted: queued again by the next runner's recovery
+                return True  # not submitted yet: the next runner's recovery submits it
             if failure is not None:
                 self._recorder.finish(job_id, Outcome.failed(failure))
                 return False
@@ -212,23 +208,27 @@ class RayExecutor:
             [(event.type, event.data) for event in store.events_of_types(job_id, REPORTED_TYPES)],
         )
         tail = asyncio.create_task(self._tail(job_id, sink))
-        result: tuple[Ending, RayJobInfo] | None = None
+        result: tuple[Ending, RayJobInfo] | object | None = None
         try:
             result = await self._watch(job, follower, sink)
         finally:
-            if result is not None and not tail.done():
+            if isinstance(result, tuple) and not tail.done():
                 with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
                     await asyncio.wait_for(asyncio.shield(tail), LOG_DRAIN_S)
             tail_finished = tail.done() and not tail.cancelled()
             tail.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await tail
-            if result is not None and (sink.broken or not tail_finished):
+            if isinstance(result, tuple) and (sink.broken or not tail_finished):
                 await self._catch_up(job_id, sink)
             self._report(job_id, sink.close())
         if result is None:
             log.info("job %s left running on Ray for the next runner", job_id)
             return True
+        if result is _LOST:
+            self._mark_lost(job_id)
+            return False
+        assert isinstance(result, tuple)
         ending, final = result
         self._recorder.finish(job_id, self._outcome(job_id, ending, final, sink))
         return False
@@ -284,17 +284,17 @@ class RayExecutor:
 
     async def _watch(
         self, job: JobRow, follower: _Follower, sink: _OutputSink
-    ) -> tuple[Ending, RayJobInfo] | None:
-        """Ask Ray for the job's state until it ends; stop it on cancel or at the max runtime."""
+    ) -> tuple[Ending, RayJobInfo] | object | None:
+        """Ask Ray for the job's state until it ends (how, and Ray's last word); stop it on cancel
+        or at the max runtime. _LOST when Ray forgets it, None when the runner stops first."""
         ending = Ending.exited
         stop_sent = False
         while True:
             info = await self._ask(self._jobs.info, job.id, follower)
             if info is _STOPPING:
                 return None
-            if info is None:
-                final = RayJobInfo(RayStatus.FAILED, "Ray no longer knows the job", None)
-                return ending, final
+            if info is None:  # its head was replaced while the job ran
+                return _LOST
             assert isinstance(info, RayJobInfo)
             if info.status is RayStatus.RUNNING:
                 self._mark_running(job.id)
@@ -346,6 +346,14 @@ class RayExecutor:
             return
         if len(text) > sink.received:
             self._report(job_id, sink.feed(text[sink.received :]))
+
+    def _mark_lost(self, job_id: str) -> None:
+        reason = (
+            "Ray no longer knows the job (its head restarted, or the job was deleted from Ray "
+            f"at {self._jobs.address}): its outcome is unknown"
+        )
+        if self._recorder.lost(job_id, reason) is not None:
+            log.info("job %s lost: Ray does not know it", job_id)
 
     def _mark_running(self, job_id: str) -> None:
         job = self._recorder.store.get(job_id)
@@ -413,6 +421,8 @@ class RayExecutor:
 
 _STOPPING = object()
 """The runner stops: leave the job to the next one."""
+_LOST = object()
+"""Ray does not know the job any more."""
 
 
 def _cancelled(reason: str, forced: bool) -> Outcome:
