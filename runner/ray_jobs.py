@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -107,12 +108,25 @@ class RayJobs:
     """The Ray jobs of this runner, through the dashboard's job API at `address`."""
 
     def __init__(self, address: str) -> None:
-        client_type = import_ray_client()
-        try:
-            self._client = client_type(address)
-        except Exception as error:  # ConnectionError, RuntimeError: Ray says which
-            raise RayUnavailable(f"cannot reach Ray's job API at {address}: {error}") from None
+        """RayUnavailable at once when Ray is not installed; the job API itself is contacted at
+        the first call (and again after a failed one), so a runner may start before its Ray."""
+        self._client_type = import_ray_client()
+        self._connected: Any = None
+        self._lock = threading.Lock()
         self.address = address
+
+    @property
+    def _client(self) -> Any:
+        """Ray's JobSubmissionClient (its constructor checks the connection and Ray's version)."""
+        with self._lock:
+            if self._connected is None:
+                try:
+                    self._connected = self._client_type(self.address)
+                except (ConnectionError, RuntimeError) as error:
+                    raise RayUnavailable(
+                        f"cannot reach Ray's job API at {self.address}: {error}"
+                    ) from None
+            return self._connected
 
     def info(self, job_id: str) -> RayJobInfo | None:
         """The job as Ray knows it; None when Ray does not know it (never submitted, or the

@@ -64,7 +64,7 @@ def build_service(
             after_launch=after_launch,
             on_stop=lock.release,
         )
-    except RayUnavailable as error:  # the Ray extra is missing, or its job API does not answer
+    except RayUnavailable as error:  # the Ray extra is missing
         store.close()
         lock.release()
         raise SettingsError(
