@@ -291,9 +291,9 @@ def wait_until_up(
             time.sleep(0.1)
 
 
-def ray_cli_start(address: str, ray_jobs: object, index: int) -> float:
-    """`ray job submit --no-wait` of the quick job: seconds from starting the command until Ray
-    says RUNNING (polled every 20 ms through the job API)."""
+def ray_cli_start(address: str, ray_jobs: object, index: int, working_dir: Path) -> float:
+    """`ray job submit --no-wait` of the quick job, shipped in a working_dir as the runner ships
+    its jobs: seconds from starting the command until Ray says RUNNING (polled every 20 ms)."""
     submission_id = f"bench-cli-{uuid.uuid4().hex}-{index}"
     ray = str(Path(sys.executable).parent / "ray")
     began = time.monotonic()
@@ -306,11 +306,12 @@ def ray_cli_start(address: str, ray_jobs: object, index: int) -> float:
             address,
             "--submission-id",
             submission_id,
+            "--working-dir",
+            str(working_dir),
             "--no-wait",
             "--",
             sys.executable,
-            "-c",
-            QUICK_SCRIPT.strip(),
+            "quick.py",
         ],
         check=True,
         stdout=subprocess.DEVNULL,
@@ -318,7 +319,7 @@ def ray_cli_start(address: str, ray_jobs: object, index: int) -> float:
     )
     while True:
         info = ray_jobs.info(submission_id)  # type: ignore[attr-defined]
-        if info is not None and info.status.value in ("RUNNING", "SUCCEEDED", "FAILED"):
+        if info is not None and info.status.value != "PENDING":
             return time.monotonic() - began
         if time.monotonic() - began > 120:
             raise RuntimeError(f"ray job {submission_id} never ran")
@@ -351,6 +352,9 @@ def measure_ray(jobs: int, poll_interval: float, root: Path) -> None:
         if not wait_until_up(client, server, root / "ray-runner" / "runner.log", 60):
             return
         ray_jobs = RayJobs(head.address)
+        working_dir = root / "ray-cli-job"
+        working_dir.mkdir()
+        (working_dir / "quick.py").write_text(QUICK_SCRIPT)
         runner_side: list[float] = []
         cli_side: list[float] = []
         for index in range(jobs):  # alternated, so that both see the same load
@@ -359,7 +363,7 @@ def measure_ray(jobs: int, poll_interval: float, root: Path) -> None:
             _, seen = wait_for(client, job_id, EventType.started, limit_s=120)
             runner_side.append(seen - began)
             wait_for(client, job_id, EventType.succeeded, limit_s=120)
-            cli_side.append(ray_cli_start(head.address, ray_jobs, index))
+            cli_side.append(ray_cli_start(head.address, ray_jobs, index, working_dir))
         print(f"Ray executor: submit -> running (client sees `started`): {quantiles(runner_side)}")
         print(f"ray job submit --no-wait -> RUNNING:                   {quantiles(cli_side)}")
         ratio = statistics.median(runner_side) / statistics.median(cli_side)

@@ -75,6 +75,22 @@ class RayHead:
         return pids
 
 
+def _warm_up(address: str, deadline: float) -> bool:
+    """Whether a first job could be submitted and ran to its end."""
+    from ray.job_submission import JobSubmissionClient
+
+    try:
+        client = JobSubmissionClient(address)
+        job = client.submit_job(entrypoint="echo ready")
+        while time.monotonic() < deadline:
+            if str(client.get_job_status(job)) in ("SUCCEEDED", "FAILED", "STOPPED"):
+                return True
+            time.sleep(0.2)
+    except (ConnectionError, RuntimeError, OSError):
+        return False
+    return False
+
+
 def start_ray_head() -> RayHead:
     """Start the head and wait for its job API; RuntimeError (with the head's output) when it
     does not come up."""
@@ -131,12 +147,16 @@ def start_ray_head() -> RayHead:
         )
     head = RayHead(f"http://127.0.0.1:{dashboard}", temp_dir, process, log_path)
     deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
+    while time.monotonic() < deadline and process.poll() is None:
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{head.address}/api/jobs/", timeout=2).status_code == 200:
-                return head
+                break
+        time.sleep(0.5)
+    # The job API answers before it can run jobs ("No available agent to submit job" while the
+    # head's node id is not in GCS yet): ready once a first job ran.
+    while time.monotonic() < deadline and process.poll() is None:
+        if _warm_up(head.address, deadline):
+            return head
         time.sleep(0.5)
     output = log_path.read_text(errors="replace")[-3000:]
     head.stop()
