@@ -91,9 +91,23 @@ def _warm_up(address: str, deadline: float) -> bool:
     return False
 
 
+START_ATTEMPTS = 2
+"""`ray start` gives its raylet 30 s to register, fixed: a loaded machine can miss that once."""
+
+
 def start_ray_head() -> RayHead:
-    """Start the head and wait for its job API; RuntimeError (with the head's output) when it
-    does not come up."""
+    """Start the head and wait until it runs jobs; RuntimeError (with the head's output and
+    logs) when it does not come up in START_ATTEMPTS tries."""
+    problems = []
+    for _ in range(START_ATTEMPTS):
+        try:
+            return _start_ray_head()
+        except RuntimeError as error:
+            problems.append(str(error))
+    raise RuntimeError("\n\n".join(problems))
+
+
+def _start_ray_head() -> RayHead:
     ray = shutil.which("ray", path=str(Path(sys.executable).parent))
     if ray is None:
         raise RuntimeError("the `ray` command is not installed (uv sync --extra ray)")
@@ -135,6 +149,9 @@ def start_ray_head() -> RayHead:
     env.update(
         {
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # stays on 127.0.0.1 (see ray-notes)
+            # Under `uv run pytest`, Ray would run its workers with `uv run` in a copy of the
+            # project (a fresh environment, without the ray extra): they fail to start.
+            "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
             "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}",
         }
@@ -159,5 +176,8 @@ def start_ray_head() -> RayHead:
             return head
         time.sleep(0.5)
     output = log_path.read_text(errors="replace")[-3000:]
+    for name in ("raylet.out", "raylet.err", "gcs_server.err", "gcs_server.out"):
+        for path in sorted(temp_dir.glob(f"session_*/logs/{name}")):
+            output += f"\n--- {name}\n" + path.read_text(errors="replace")[-1500:]
     head.stop()
     raise RuntimeError(f"the Ray head did not start:\n{output}")
