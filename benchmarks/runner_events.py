@@ -24,6 +24,11 @@ The real runner (`artbot runner serve`'s code, `runner.serve.serve`) runs as a c
   and peak), sampled from /proc, and the size of the job's log on disk (capped at 50 MB by
   default: ARTBOT_RUNNER_LOG_MAX_BYTES).
 
+With --ray (needs `uv sync --extra ray`): a local Ray head (fake GPUs, loopback) and a second
+runner with ARTBOT_RUNNER_EXECUTOR=ray; submit -> running for the same quick job through that
+runner (until the client sees `started`) beside `ray job submit --no-wait` itself (from starting
+the command until Ray says RUNNING), measured in the same run, one after the other.
+
 Bounded: every wait is capped and the flood stops at --bytes (or --max-seconds). Only 127.0.0.1
 is contacted. Linux only (/proc).
 """
@@ -359,6 +364,134 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
         )
 
 
+def start_runner(root: Path, port: int, poll_interval: float, **settings: str) -> subprocess.Popen:
+    """`artbot runner serve`'s code in a child process, on 127.0.0.1:`port`, data under `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("ARTBOT_RUNNER_")},
+        "ARTBOT_RUNNER_TOKEN": TOKEN,
+        "ARTBOT_RUNNER_DATABASE_URL": f"sqlite:///{root / 'runner.db'}",
+        "ARTBOT_RUNNER_WORKDIR": str(root / "jobs"),
+        "ARTBOT_RUNNER_GPU_SLOTS": "0,1",
+        "ARTBOT_RUNNER_COMMAND": "{python} {script}",
+        "ARTBOT_RUNNER_POLL_INTERVAL_S": str(poll_interval),
+        "ARTBOT_RUNNER_NVIDIA_SMI": str(root / "no-nvidia-smi"),
+        **{f"ARTBOT_RUNNER_{name.upper()}": value for name, value in settings.items()},
+    }
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; from runner.serve import serve; sys.exit(serve(port={port}))",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(root / "runner.log", "wb"),  # lives as long as the runner
+    )
+
+
+def wait_until_up(
+    client: RunnerClient, server: subprocess.Popen, log: Path, limit_s: float
+) -> bool:
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            client.health()
+            return True
+        except RunnerUnavailable:
+            if server.poll() is not None or time.monotonic() > deadline:
+                print(log.read_text()[-3000:], file=sys.stderr)
+                return False
+            time.sleep(0.1)
+
+
+def ray_cli_start(address: str, ray_jobs: object, index: int, working_dir: Path) -> float:
+    """`ray job submit --no-wait` of the quick job, shipped in a working_dir as the runner ships
+    its jobs: seconds from starting the command until Ray says RUNNING (polled every 20 ms)."""
+    submission_id = f"bench-cli-{uuid.uuid4().hex}-{index}"
+    ray = str(Path(sys.executable).parent / "ray")
+    began = time.monotonic()
+    subprocess.run(
+        [
+            ray,
+            "job",
+            "submit",
+            "--address",
+            address,
+            "--submission-id",
+            submission_id,
+            "--working-dir",
+            str(working_dir),
+            "--no-wait",
+            "--",
+            sys.executable,
+            "quick.py",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while True:
+        info = ray_jobs.info(submission_id)  # type: ignore[attr-defined]
+        if info is not None and info.status.value != "PENDING":
+            return time.monotonic() - began
+        if time.monotonic() - began > 120:
+            raise RuntimeError(f"ray job {submission_id} never ran")
+        time.sleep(0.02)
+
+
+def measure_ray(jobs: int, poll_interval: float, root: Path) -> None:
+    """The Ray executor beside `ray job submit`, on a local Ray head started here."""
+    from runner.ray_jobs import RayJobs
+
+    # The tests' head (loopback, free ports, its own temp folder), from the repository root.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.runner.ray_head import start_ray_head
+
+    print("starting a local Ray head ...", flush=True)
+    began = time.monotonic()
+    head = start_ray_head()
+    print(f"Ray head up in {time.monotonic() - began:.1f} s at {head.address}")
+    port = free_port()
+    server = start_runner(
+        root / "ray-runner",
+        port,
+        poll_interval,
+        executor="ray",
+        ray_address=head.address,
+        ray_python=sys.executable,
+    )
+    client = RunnerClient(f"http://127.0.0.1:{port}", TOKEN, timeout=10)
+    try:
+        if not wait_until_up(client, server, root / "ray-runner" / "runner.log", 60):
+            return
+        ray_jobs = RayJobs(head.address)
+        working_dir = root / "ray-cli-job"
+        working_dir.mkdir()
+        (working_dir / "quick.py").write_text(QUICK_SCRIPT)
+        runner_side: list[float] = []
+        cli_side: list[float] = []
+        for index in range(jobs):  # alternated, so that both see the same load
+            began = time.time()
+            job_id = submit(client, QUICK_SCRIPT, [], backend="local")
+            _, seen = wait_for(client, job_id, EventType.started, limit_s=120)
+            runner_side.append(seen - began)
+            wait_for(client, job_id, EventType.succeeded, limit_s=120)
+            cli_side.append(ray_cli_start(head.address, ray_jobs, index, working_dir))
+        print(f"Ray executor: submit -> running (client sees `started`): {quantiles(runner_side)}")
+        print(f"ray job submit --no-wait -> RUNNING:                   {quantiles(cli_side)}")
+        ratio = statistics.median(runner_side) / statistics.median(cli_side)
+        print(f"Ray executor / ray job submit (medians): {ratio:.2f}x (target: 1.5x or less)")
+    finally:
+        client.close()
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        head.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -385,11 +518,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--bot-validations", type=int, default=10, help="validations per run")
     parser.add_argument("--bot-interval", type=float, default=2.0, help="seconds between them")
+    parser.add_argument(
+        "--ray", action="store_true", help="also the Ray executor beside `ray job submit`"
+    )
+    parser.add_argument(
+        "--ray-only", action="store_true", help="only the Ray executor beside `ray job submit`"
+    )
     args = parser.parse_args(argv)
     total = parse_bytes(args.bytes)
 
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as tmp:
         root = Path(tmp)
+        if args.ray_only:
+            measure_ray(args.jobs, args.poll_interval, root)
+            return 0
         port = free_port()
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("ARTBOT_RUNNER_")},
@@ -445,6 +587,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.max_seconds,
                 root / "jobs",
             )
+            if args.ray:
+                measure_ray(args.jobs, args.poll_interval, root)
         finally:
             client.close()
             server.terminate()

@@ -150,11 +150,46 @@ def _file_size(path: Path) -> int:
 
 @dataclass
 class Seen:
-    """Steps already reported (from the event log, after a restart): reported once only."""
+    """Steps already reported (from the event log, after a restart): reported once only.
+
+    One Seen is shared by every source of progress of a job (ART's history.jsonl, the progress
+    lines in its output), so that a step is reported once whichever source tells it first."""
 
     steps: set[int] = field(default_factory=set)
     validations: set[int] = field(default_factory=set)
     checkpoints: set[int] = field(default_factory=set)
+
+    @property
+    def last_step(self) -> int | None:
+        """The last training step reported."""
+        return max(self.steps, default=None)
+
+    def fresh(self, events: list[Emitted]) -> list[Emitted]:
+        """The `step` and `validation` events whose step was not reported yet (now it is)."""
+        fresh: list[Emitted] = []
+        for kind, data in events:
+            step = int(data["step"])
+            seen = self.steps if kind is EventType.step else self.validations
+            if step in seen:
+                continue
+            seen.add(step)
+            fresh.append((kind, data))
+        return fresh
+
+    @classmethod
+    def of(cls, reported: Iterable[tuple[EventType, dict[str, Any]]]) -> Seen:
+        """What these reported events (from the job's event log) already told."""
+        seen = cls()
+        steps_by_type = {
+            EventType.step: seen.steps,
+            EventType.validation: seen.validations,
+            EventType.checkpoint: seen.checkpoints,
+        }
+        for kind, data in reported:
+            step = data.get("step")
+            if kind in steps_by_type and isinstance(step, int):
+                steps_by_type[kind].add(step)
+        return seen
 
 
 class ArtProgress:
@@ -172,7 +207,11 @@ class ArtProgress:
         self._seen = seen or Seen()
         self._histories: dict[str, _History] = {}
         self._models: list[Path] = []
-        self.last_step: int | None = max(self._seen.steps, default=None)
+
+    @property
+    def last_step(self) -> int | None:
+        """The last training step reported (by any source sharing this Seen)."""
+        return self._seen.last_step
 
     def poll(self, *, rescan: bool = True) -> list[Emitted]:
         """New events since the last poll; `rescan` also looks for new model folders."""
@@ -210,7 +249,7 @@ class ArtProgress:
             except (ValueError, UnicodeDecodeError):
                 continue
             if isinstance(record, dict):
-                events.extend(self._unseen(history_events(record)))
+                events.extend(self._seen.fresh(history_events(record)))
         return events
 
     @staticmethod
@@ -224,19 +263,6 @@ class ArtProgress:
             history.partial, history.skipping = b"", True
         return [line for line in lines if line.strip()]
 
-    def _unseen(self, events: list[Emitted]) -> list[Emitted]:
-        fresh: list[Emitted] = []
-        for kind, data in events:
-            step = int(data["step"])
-            seen = self._seen.steps if kind is EventType.step else self._seen.validations
-            if step in seen:
-                continue
-            seen.add(step)
-            if kind is EventType.step:
-                self.last_step = max(step, self.last_step or step)
-            fresh.append((kind, data))
-        return fresh
-
     def _new_checkpoints(self, key: str, folder: Path) -> list[Emitted]:
         before = set(self._baseline.checkpoints.get(key, ()))
         events: list[Emitted] = []
@@ -246,6 +272,70 @@ class ArtProgress:
             self._seen.checkpoints.add(step)
             events.append((EventType.checkpoint, {"step": step}))
         return events
+
+
+# ---- progress lines in the job's output --------------------------------------------------------
+
+PROGRESS_PREFIX = b"ARTBOT_PROGRESS "
+"""The generated script prints one line per training step and per validation, alone on its line:
+`ARTBOT_PROGRESS {"step": 3, "split": "train", "reward": 0.41, "count": 32, "metrics": {...}}`
+(`reward` may be null, `count` is the number of trajectories, `metrics` is optional)."""
+_SPLITS = {"train": EventType.step, "val": EventType.validation}
+
+
+def progress_line_event(payload: bytes) -> Emitted | None:
+    """The event one progress line's JSON means, or None when it is not a valid one."""
+    try:
+        record = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    step, split = record.get("step"), record.get("split")
+    if not isinstance(step, int) or isinstance(step, bool) or split not in _SPLITS:
+        return None
+    data: dict[str, Any] = {"step": step}
+    metrics = record.get("metrics")
+    for key, value in (metrics if isinstance(metrics, dict) else {}).items():
+        number = _metric(value)
+        is_metric = number is not None or value is None or isinstance(value, float)
+        if is_metric and key not in ("step", "recorded_at") and len(data) <= MAX_METRICS:
+            data[key] = number
+    for field_name, key in (("reward", f"{split}/reward"), ("count", f"{split}/trajectories")):
+        if field_name in record:
+            data[key] = _metric(record[field_name])
+    return _SPLITS[split], data
+
+
+class ProgressLines:
+    """Finds the progress lines in the job's output, fed in chunks; bounded in memory.
+
+    Only lines that start with PROGRESS_PREFIX count; a chunk without the prefix is not split
+    into lines (the common case)."""
+
+    def __init__(self) -> None:
+        self._partial = b""
+
+    def feed(self, chunk: bytes) -> list[Emitted]:
+        data = self._partial + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._partial = data[-MAX_PROGRESS_LINE_BYTES:]
+            return []
+        complete, self._partial = data[: cut + 1], data[cut + 1 :][-MAX_PROGRESS_LINE_BYTES:]
+        if PROGRESS_PREFIX not in complete:
+            return []
+        events: list[Emitted] = []
+        for line in complete.split(b"\n"):
+            line = line.rstrip(b"\r")
+            if line.startswith(PROGRESS_PREFIX):
+                event = progress_line_event(line[len(PROGRESS_PREFIX) :])
+                if event is not None:
+                    events.append(event)
+        return events
+
+
+MAX_PROGRESS_LINE_BYTES = 64 * 1024
 
 
 # ---- the job's output -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from runner.gpu import GpuProbe
 from runner.hardening import filter_log_handlers, forbid_inspection
 from runner.instance_lock import DatabaseInUse, RunnerLock
 from runner.migrations import RUNNER_DATABASE
+from runner.ray_jobs import RayUnavailable
 from runner.service import JobService
 from runner.settings import RunnerSettings, SettingsError, load_settings
 from runner.store import JobStore
@@ -54,14 +55,21 @@ def build_service(
         raise SettingsError(
             f"Cannot start the runner:\n  ARTBOT_RUNNER_DATABASE_URL: {database_problem(error)}"
         ) from None
-    return JobService(
-        settings,
-        store,
-        gpu_probe=GpuProbe(settings.nvidia_smi),
-        environ=environ,
-        after_launch=after_launch,
-        on_stop=lock.release,
-    )
+    try:
+        return JobService(
+            settings,
+            store,
+            gpu_probe=GpuProbe(settings.nvidia_smi),
+            environ=environ,
+            after_launch=after_launch,
+            on_stop=lock.release,
+        )
+    except RayUnavailable as error:  # the Ray extra is missing
+        store.close()
+        lock.release()
+        raise SettingsError(
+            f"Cannot start the runner:\n  ARTBOT_RUNNER_EXECUTOR: {error}"
+        ) from None
 
 
 def serve(host: str | None = None, port: int | None = None) -> int:

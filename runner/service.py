@@ -20,13 +20,13 @@ from pathlib import Path
 from runner.errors import InvalidQuery, InvalidSubmission, JobRequestError, ResumeConflict
 from runner.executor import JobProcess, passed_env_names
 from runner.gpu import GpuProbe, default_slots
+from runner.job_executor import JobExecutor, LocalExecutor, ray_executor
 from runner.job_folder import runner_dir
 from runner.launcher import JobLauncher
 from runner.logfile import read_tail
 from runner.monitor import JobMonitors
 from runner.notifier import EventNotifier
 from runner.recorder import JobRecorder
-from runner.recovery import recover_jobs
 from runner.redact import Redactor
 from runner.retention import SWEEP_INTERVAL_S, RetentionPolicy, RetentionSweeper
 from runner.scheduler import Scheduler, SlotPool
@@ -85,10 +85,19 @@ class JobService:
             source_env,
             after_launch,
         )
-        self._monitors = JobMonitors(
-            settings, self.workdir, self._recorder, launcher, on_end=self._job_ended
-        )
-        self._scheduler = Scheduler(store, self.slots, start=self._monitors.spawn)
+        self.executor: JobExecutor
+        if settings.executor == "ray":
+            # Ray places jobs on its nodes' GPUs: the queue here holds no GPU slots.
+            self.slots = SlotPool([])
+            self.executor = ray_executor(
+                settings, self.workdir, self._recorder, source_env, self._job_ended
+            )
+        else:
+            monitors = JobMonitors(
+                settings, self.workdir, self._recorder, launcher, on_end=self._job_ended
+            )
+            self.executor = LocalExecutor(monitors, self._recorder, self.slots, self.workdir)
+        self._scheduler = Scheduler(store, self.slots, start=self.executor.spawn)
         self.retention = RetentionPolicy(
             max_age=timedelta(days=settings.retention_days) if settings.retention_days else None,
             max_bytes=settings.retention_max_bytes,
@@ -100,7 +109,7 @@ class JobService:
     def start(self) -> None:
         """Re-attach or settle the jobs a previous runner left, then start scheduling."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        recover_jobs(self._recorder, self.slots, self._monitors, self.workdir)
+        self.executor.recover()
         self._scheduler.start()
         self._sweeper.start()
 
@@ -111,11 +120,11 @@ class JobService:
         self._scheduler.stop(timeout_s)
         self._sweeper.stop(timeout_s)
         if cancel_jobs:
-            for job_id in self._monitors.job_ids():
+            for job_id in self.executor.job_ids():
                 with contextlib.suppress(JobRequestError):
                     self.cancel(job_id)
-            self._monitors.join(timeout_s + self.settings.cancel_grace_s)
-        self._monitors.stop(timeout_s)
+            self.executor.join(timeout_s + self.settings.cancel_grace_s)
+        self.executor.stop(timeout_s)
         self._on_stop()
 
     def _job_ended(self, job_id: str) -> None:
@@ -131,6 +140,11 @@ class JobService:
         # A retry of a resume must find its job, not trip over it as the folder's user.
         retry = self.store.get_by_key(submission.idempotency_key)
         if submission.resume_from_job is not None:
+            if self.settings.executor == "ray":
+                raise InvalidSubmission(
+                    "resume_from_job: not on the Ray executor (a job's checkpoints stay on the "
+                    "Ray node that ran it)"
+                )
             run_dir = (
                 retry.run_dir if retry is not None else self._resume_dir(submission.resume_from_job)
             )
@@ -182,7 +196,7 @@ class JobService:
             log.info("job %s cancelled while queued", job_id)
             return self._view(done)
         job = self.store.request_cancel(job_id) or job
-        self._monitors.cancel(job_id)
+        self.executor.cancel(job_id)
         log.info("job %s cancel requested", job_id)
         return self._view(job)
 

@@ -9,8 +9,9 @@ import string
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal, Self
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.from_environment import SettingsError, load_from_environment
@@ -133,6 +134,22 @@ class RunnerSettings(BaseSettings):
         description="a job whose processes hold more memory (RSS, summed) is stopped and fails "
         '(e.g. "64G"); unset: no limit',
     )
+    executor: Literal["local", "ray"] = Field(
+        default="local",
+        description='where jobs run: "local" (this host) or "ray" (a Ray cluster\'s job API)',
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="the Ray dashboard's job API (with ARTBOT_RUNNER_EXECUTOR=ray), "
+        "e.g. http://127.0.0.1:8265",
+    )
+    ray_python: str = Field(
+        default="python3",
+        description="the Python on the Ray nodes that runs the job's wrapper (and {python})",
+    )
+    ray_gpus_per_job: int = Field(
+        default=1, ge=1, le=64, description="GPUs Ray reserves for a LocalBackend job"
+    )
     job_user: str | None = Field(
         default=None,
         description="an unprivileged user jobs run as (the runner must be root or hold "
@@ -234,6 +251,26 @@ class RunnerSettings(BaseSettings):
             raise ValueError(f"the runner's own settings never go to jobs: {', '.join(own)}")
         return value
 
+    @field_validator("ray_address")
+    @classmethod
+    def _ray_address_shape(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value.strip()):
+            raise ValueError(
+                f"{value!r} is not the Ray dashboard's address: write e.g. http://127.0.0.1:8265"
+            )
+        return value.strip().rstrip("/")
+
+    @model_validator(mode="after")
+    def _ray_needs_address(self) -> Self:
+        if self.executor == "ray" and self.ray_address is None:
+            raise ValueError(
+                "ARTBOT_RUNNER_EXECUTOR=ray needs ARTBOT_RUNNER_RAY_ADDRESS, the Ray dashboard's "
+                "job API (e.g. http://127.0.0.1:8265)"
+            )
+        return self
+
     # -- derived --
 
     @property
@@ -257,9 +294,14 @@ class RunnerSettings(BaseSettings):
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{data_dir() / 'runner.db'}"
 
-    def command_argv(self, script: Path, workdir: Path) -> list[str]:
-        """The job's command, placeholders filled in (each argument separately: no shell)."""
-        values = {"script": str(script), "python": sys.executable, "workdir": str(workdir)}
+    def command_argv(self, script: Path, workdir: Path, python: str | None = None) -> list[str]:
+        """The job's command, placeholders filled in (each argument separately: no shell);
+        `{python}` is `python`, by default the runner's own interpreter."""
+        values = {
+            "script": str(script),
+            "python": python or sys.executable,
+            "workdir": str(workdir),
+        }
         return [part.format(**values) for part in shlex.split(self.command)]
 
 

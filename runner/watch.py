@@ -1,5 +1,7 @@
 """Reading a running job's files into events: ART's progress records (steps, validations,
-checkpoints) and warnings from its output.
+checkpoints), the progress lines and warnings in its output.
+
+A step told by both history.jsonl and a progress line is reported once (the first to tell it).
 
 After a restart the new runner reads the same files again; what the job's event log already
 holds (and what was on disk before the job started) is not reported twice.
@@ -13,7 +15,7 @@ from types import TracebackType
 
 from runner.job_folder import JobFolder
 from runner.logfile import OutputFollower
-from runner.progress import ArtProgress, OutputScanner, Seen
+from runner.progress import ArtProgress, OutputScanner, ProgressLines, Seen
 from runner.schemas import EventType, JobEvent
 from runner.store import NewEvent
 
@@ -28,9 +30,11 @@ class JobWatch:
 
     def __init__(self, folder: JobFolder, reported: Iterable[JobEvent]) -> None:
         reported = list(reported)
-        self._progress = ArtProgress(folder.run_dir, folder.baseline(), _seen(reported))
+        self._seen = Seen.of((event.type, event.data) for event in reported)
+        self._progress = ArtProgress(folder.run_dir, folder.baseline(), self._seen)
         self._output = OutputFollower(folder.runner_dir)
         self._scanner = OutputScanner()
+        self._lines = ProgressLines()
         for event in reported:
             if event.type is EventType.warning:
                 self._scanner.already_reported(str(event.data.get("message", "")))
@@ -47,13 +51,13 @@ class JobWatch:
         if rescan:
             self._last_rescan = time.monotonic()
         progress = self._progress.poll(rescan=rescan)
-        return progress + self._warnings(self._output.poll())
+        return progress + self._from_output(self._output.poll())
 
     def drain(self) -> list[NewEvent]:
         """What is left once the job ended: the rest of its output, then ART's last records."""
         events: list[NewEvent] = []
         while chunk := self._output.poll():
-            events += self._warnings(chunk)
+            events += self._from_output(chunk)
         return events + self._progress.poll(rescan=True)
 
     def close(self) -> None:
@@ -70,19 +74,7 @@ class JobWatch:
     ) -> None:
         self.close()
 
-    def _warnings(self, chunk: bytes) -> list[NewEvent]:
-        return [(EventType.warning, data) for data in self._scanner.feed(chunk)]
-
-
-def _seen(reported: list[JobEvent]) -> Seen:
-    seen = Seen()
-    steps_by_type = {
-        EventType.step: seen.steps,
-        EventType.validation: seen.validations,
-        EventType.checkpoint: seen.checkpoints,
-    }
-    for event in reported:
-        step = event.data.get("step")
-        if event.type in steps_by_type and isinstance(step, int):
-            steps_by_type[event.type].add(step)
-    return seen
+    def _from_output(self, chunk: bytes) -> list[NewEvent]:
+        """Progress lines (not told by history.jsonl already), then warnings."""
+        progress = self._seen.fresh(self._lines.feed(chunk))
+        return progress + [(EventType.warning, data) for data in self._scanner.feed(chunk)]

@@ -452,6 +452,26 @@ def average_reward(groups: list[art.TrajectoryGroup]) -> float | None:
     return sum(rewards) / len(rewards) if rewards else None
 
 
+def print_progress(
+    step: int,
+    split: str,
+    groups: list[art.TrajectoryGroup],
+    metrics: dict[str, float] | None = None,
+) -> None:
+    """One machine-readable line per step and validation: how the artbot runner follows progress."""
+    record = {
+        "step": step,
+        "split": split,
+        "reward": average_reward(groups),
+        "count": sum(len(g.trajectories) for g in groups),
+        "metrics": {
+            key if "/" in key else f"{split}/{key}": value
+            for key, value in (metrics or {}).items()
+        },
+    }
+    print("ARTBOT_PROGRESS " + json.dumps(record), flush=True)
+
+
 def report_failures(groups: list[art.TrajectoryGroup], what: str) -> None:
     """Say how many rollouts failed, with the first error, so a broken rollout is noticed at once."""
     failures = [e for g in groups for e in g.exceptions]
@@ -478,6 +498,7 @@ async def train_on(
         return None
     result = await backend.train(model, trainable, learning_rate=args.learning_rate)
     await model.log(groups, metrics=result.metrics, step=result.step, split="train")
+    print_progress(result.step, "train", groups, result.metrics)
     reward = average_reward(trainable)
     print(
         f"{label}: trained step {result.step}, train/reward={reward:.3f}"
@@ -520,6 +541,7 @@ async def validate(
     )
     report_failures(groups, f"validation at step {step}")
     await model.log(groups, step=step, split="val")
+    print_progress(step, "val", groups)
     reward = average_reward(groups)
     print(
         f"Validation at step {step}: val/reward={reward:.3f}"

@@ -402,6 +402,26 @@ def average_reward(groups: list[art.TrajectoryGroup]) -> float | None:
     return sum(rewards) / len(rewards) if rewards else None
 
 
+def print_progress(
+    step: int,
+    split: str,
+    groups: list[art.TrajectoryGroup],
+    metrics: dict[str, float] | None = None,
+) -> None:
+    """One machine-readable line per step and validation: how the artbot runner follows progress."""
+    record = {
+        "step": step,
+        "split": split,
+        "reward": average_reward(groups),
+        "count": sum(len(g.trajectories) for g in groups),
+        "metrics": {
+            key if "/" in key else f"{split}/{key}": value
+            for key, value in (metrics or {}).items()
+        },
+    }
+    print("ARTBOT_PROGRESS " + json.dumps(record), flush=True)
+
+
 def report_failures(groups: list[art.TrajectoryGroup], what: str) -> None:
     """Say how many rollouts failed, with the first error, so a broken rollout is noticed at once."""
     failures = [e for g in groups for e in g.exceptions]
@@ -428,6 +448,7 @@ async def train_on(
         return None
     result = await backend.train(model, trainable, learning_rate=args.learning_rate)
     await model.log(groups, metrics=result.metrics, step=result.step, split="train")
+    print_progress(result.step, "train", groups, result.metrics)
     reward = average_reward(trainable)
     print(
         f"{label}: trained step {result.step}, train/reward={reward:.3f}"

@@ -178,3 +178,17 @@ def test_a_run_can_resume_in_the_folder_of_an_earlier_job(runner: Runner) -> Non
     assert [e.data["step"] for e in events if e.type is EventType.checkpoint] == [3, 4]
     assert events[-1].data["step"] == 4
     assert not (runner.run_dir(again) / ".art").exists()
+
+
+def test_progress_comes_from_the_scripts_progress_lines_when_art_writes_no_history_here(
+    runner: Runner,
+) -> None:
+    job_id = runner.submit("train_ok.py", args=["--steps", "2", "--delay", "0.01", "--no-history"])
+    events = runner.follow(job_id)
+
+    steps = [e.data for e in events if e.type is EventType.step]
+    assert [s["step"] for s in steps] == [1, 2] and steps[1]["train/reward"] == 0.2
+    assert [e.data for e in events if e.type is EventType.validation] == [
+        {"step": 2, "val/reward": 0.1}
+    ]
+    assert events[-1].type is EventType.succeeded and events[-1].data["step"] == 2

@@ -10,10 +10,12 @@ from runner.progress import (
     ArtProgress,
     Baseline,
     OutputScanner,
+    ProgressLines,
     Seen,
     find_model_folders,
     has_checkpoints,
     history_events,
+    progress_line_event,
     read_completion,
 )
 from runner.schemas import EventType
@@ -169,3 +171,65 @@ def test_read_completion_reads_the_generated_scripts_banner() -> None:
         10,
     )
     assert not read_completion("Model: x\n").complete
+
+
+def test_progress_lines_in_the_output_become_step_and_validation_events() -> None:
+    lines = ProgressLines()
+    train = {
+        "step": 3,
+        "split": "train",
+        "reward": 0.41,
+        "count": 32,
+        "metrics": {"train/loss": 0.2, "note": "not a number", "train/grad": float("nan")},
+    }
+    line = b"ARTBOT_PROGRESS " + json.dumps(train).encode() + b"\n"
+
+    # A line cut between two chunks waits for its end; other output is ignored.
+    assert lines.feed(b"step 3: training\n" + line[:20]) == []
+    events = lines.feed(
+        line[20:] + b'ARTBOT_PROGRESS {"step": 4, "split": "val", "reward": null}\n'
+    )
+
+    assert events == [
+        (
+            EventType.step,
+            {
+                "step": 3,
+                "train/loss": 0.2,
+                "train/grad": None,
+                "train/reward": 0.41,
+                "train/trajectories": 32,
+            },
+        ),
+        (EventType.validation, {"step": 4, "val/reward": None}),
+    ]
+
+
+def test_malformed_progress_lines_are_skipped() -> None:
+    lines = ProgressLines()
+    output = (
+        b"ARTBOT_PROGRESS {not json\n"
+        b'ARTBOT_PROGRESS {"step": "3", "split": "train"}\n'
+        b'ARTBOT_PROGRESS {"step": 3, "split": "test"}\n'
+        b"ARTBOT_PROGRESS [1, 2]\n"
+        b'  ARTBOT_PROGRESS {"step": 3, "split": "train"}\n'  # not at the start of its line
+    )
+    assert lines.feed(output) == []
+    assert progress_line_event(b'{"step": true, "split": "train"}') is None
+
+
+def test_a_step_told_by_history_and_by_a_progress_line_is_reported_once(tmp_path: Path) -> None:
+    folder = _model(tmp_path)
+    seen = Seen()
+    progress = ArtProgress(tmp_path, seen=seen)
+    _append(folder / "history.jsonl", json.dumps({"step": 1, "train/reward": 0.5}) + "\n")
+    from_history = progress.poll()
+    from_output = seen.fresh(
+        ProgressLines().feed(
+            b'ARTBOT_PROGRESS {"step": 1, "split": "train", "reward": 0.5}\n'
+            b'ARTBOT_PROGRESS {"step": 2, "split": "train", "reward": 0.7}\n'
+        )
+    )
+    assert from_history == [(EventType.step, {"step": 1, "train/reward": 0.5})]
+    assert from_output == [(EventType.step, {"step": 2, "train/reward": 0.7})]
+    assert progress.last_step == 2

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.gpu import default_slots, parse_gpus, parse_slots
+from runner.serve import build_service
 from runner.settings import SettingsError, load_settings
 
 TOKEN = "a-token-of-enough-length"
@@ -145,3 +146,56 @@ def test_nvidia_smi_output_is_parsed() -> None:
     ]
     assert gpus[1].memory_free_mib == 81559 and gpus[1].utilization_pct is None
     assert default_slots(list(reversed(gpus))) == [(0,), (1,)]
+
+
+def test_the_ray_executor_needs_the_address_of_rays_job_api() -> None:
+    assert load_settings({"ARTBOT_RUNNER_TOKEN": TOKEN}).executor == "local"
+    with pytest.raises(SettingsError) as missing:
+        load_settings({"ARTBOT_RUNNER_TOKEN": TOKEN, "ARTBOT_RUNNER_EXECUTOR": "ray"})
+    assert "needs ARTBOT_RUNNER_RAY_ADDRESS" in str(missing.value)
+    with pytest.raises(SettingsError) as bad:
+        load_settings(
+            {
+                "ARTBOT_RUNNER_TOKEN": TOKEN,
+                "ARTBOT_RUNNER_EXECUTOR": "ray",
+                "ARTBOT_RUNNER_RAY_ADDRESS": "127.0.0.1 8265",
+            }
+        )
+    assert "ARTBOT_RUNNER_RAY_ADDRESS" in str(bad.value) and "http://" in str(bad.value)
+    with pytest.raises(SettingsError) as unknown:
+        load_settings({"ARTBOT_RUNNER_TOKEN": TOKEN, "ARTBOT_RUNNER_EXECUTOR": "slurm"})
+    assert "ARTBOT_RUNNER_EXECUTOR" in str(unknown.value)
+    settings = load_settings(
+        {
+            "ARTBOT_RUNNER_TOKEN": TOKEN,
+            "ARTBOT_RUNNER_EXECUTOR": "ray",
+            "ARTBOT_RUNNER_RAY_ADDRESS": "http://10.0.0.5:8265/",
+        }
+    )
+    assert settings.ray_address == "http://10.0.0.5:8265"
+    assert settings.ray_gpus_per_job == 1 and settings.ray_python == "python3"
+
+
+def test_without_the_ray_extra_the_runner_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # As if Ray were not installed: importing it fails the way a missing package does.
+    monkeypatch.setitem(sys.modules, "ray.job_submission", None)
+    settings = load_settings(
+        {
+            "ARTBOT_RUNNER_TOKEN": TOKEN,
+            "ARTBOT_RUNNER_DATABASE_URL": f"sqlite:///{tmp_path / 'runner.db'}",
+            "ARTBOT_RUNNER_WORKDIR": str(tmp_path / "jobs"),
+            "ARTBOT_RUNNER_GPU_SLOTS": "none",
+            "ARTBOT_RUNNER_EXECUTOR": "ray",
+            "ARTBOT_RUNNER_RAY_ADDRESS": "http://127.0.0.1:9",
+        }
+    )
+    with pytest.raises(SettingsError) as error:
+        build_service(settings, environ={})
+    message = str(error.value)
+    assert "ARTBOT_RUNNER_EXECUTOR" in message and "uv sync --extra ray" in message
+    # The database was let go: a runner with the local executor can start on it now.
+    local = build_service(settings.model_copy(update={"executor": "local"}), environ={})
+    local.stop()
+    local.store.close()

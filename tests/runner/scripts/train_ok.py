@@ -2,7 +2,10 @@
 
 history.jsonl lines (train and val splits) appended as ART's model.log does, a line sometimes
 written in two parts (ART's writer is mid-line when the runner reads), checkpoints/NNNN folders,
-and the generated script's end-of-training banner. Takes --art-path like a generated script.
+the generated script's progress line after each (`ARTBOT_PROGRESS {...}`, with the same metrics
+as the history line, so that whichever the runner reads first, the event is the same) and its
+end-of-training banner. Takes --art-path like a generated script; --no-history prints the progress
+lines only (a job whose files the runner cannot see, as on Ray).
 """
 
 import argparse
@@ -23,6 +26,7 @@ parser.add_argument(
 parser.add_argument("--pause-after", type=int, default=0)
 parser.add_argument("--linger", type=float, default=0, help="seconds to stay after the banner")
 parser.add_argument("--exit-code", type=int, default=0)
+parser.add_argument("--no-history", action="store_true")
 args, _unknown = parser.parse_known_args()
 
 art = Path(args.art_path or ".art")
@@ -37,6 +41,12 @@ if history.exists():  # resumed: go on from the last step, as a generated script
 
 
 def log(record: dict) -> None:
+    split = "val" if "val/reward" in record else "train"
+    metrics = {k: v for k, v in record.items() if k not in ("step", "recorded_at")}
+    progress = {"step": record["step"], "split": split, "metrics": metrics}
+    if args.no_history:
+        print("ARTBOT_PROGRESS " + json.dumps(progress), flush=True)
+        return
     text = json.dumps(record) + "\n"
     with history.open("a") as file:
         half = len(text) // 2
@@ -44,6 +54,7 @@ def log(record: dict) -> None:
         file.flush()
         time.sleep(args.delay / 2)  # a reader now sees a partial last line
         file.write(text[half:])
+    print("ARTBOT_PROGRESS " + json.dumps(progress), flush=True)
 
 
 for step in range(start + 1, start + args.steps + 1):
