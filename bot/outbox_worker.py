@@ -22,7 +22,7 @@ from slack_sdk.errors import SlackApiError
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.outbox import Claimed, Outbox
 from bot.slack_records import SlackRecords
-from bot.thread_effects import Ask, Generate, Offer, Post, Retire
+from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,13 @@ class OutboxWorker:
             return None
         if isinstance(effect, Retire):
             for question in self._records.live_questions(key, effect.step_id):
-                self._update(key, question.ts, answered_message(question.text, effect.shown))
+                answered = answered_message(question.text, effect.shown, effect.note)
+                self._update(key, question.ts, answered)
+            return None
+        if isinstance(effect, Update):
+            live = self._records.live_questions(key, effect.step_id)
+            if live:  # updated in place, and still live: its buttons are the new message's
+                self._update(key, live[-1].ts, effect.message, retire=False)
             return None
         if isinstance(effect, Ask):
             # One live question per thread: any other still offering buttons is superseded.
@@ -235,8 +241,11 @@ class OutboxWorker:
         )
         return str(response.get("ts") or "") or None
 
-    def _update(self, key: SessionKey, ts: str, message: SlackMessage) -> None:
-        """`ts` loses its buttons; a message deleted meanwhile has none to lose."""
+    def _update(
+        self, key: SessionKey, ts: str, message: SlackMessage, *, retire: bool = True
+    ) -> None:
+        """`ts` becomes `message` and (`retire`) is remembered as having lost its buttons; a
+        message deleted meanwhile has none to lose."""
         try:
             _call(
                 lambda: self._client.chat_update(
@@ -248,7 +257,8 @@ class OutboxWorker:
             if error.response.get("error") not in ("message_not_found", "cant_update_message"):
                 raise
             log.warning("question %s in %s is gone: %s", ts, key, error.response.get("error"))
-        self._records.retired(key, ts)
+        if retire:
+            self._records.retired(key, ts)
 
     def _posted_before(self, claimed: Claimed) -> str | None:
         """The ts of the message an earlier attempt at `claimed` posted, if Slack has it."""
