@@ -239,6 +239,8 @@ class ScriptResults:
                 )
 
 
+RESULT_CARD_HEAD = ":page_facing_up: Your training script"
+"""How every result card begins, live or retired."""
 DRYRUN_RUNNING = ":hourglass_flowing_sand: Dry-running it on a CPU with a stand-in model…"
 
 
@@ -260,15 +262,15 @@ class ResultCard:
 
     def remembered(self) -> str:
         """What the card shows once its buttons are gone (plain: escaped when shown)."""
-        return f"Your training script: {self.script_name}"
+        return f"{RESULT_CARD_HEAD}: {self.script_name}"
 
     def message(self) -> SlackMessage:
         name = escape(self.script_name)
         if self.link:
-            head = f":page_facing_up: *Your training script: <{self.link}|{name}>*"
+            head = f"{RESULT_CARD_HEAD}: *<{self.link}|{name}>*"
         else:
             head = (
-                f":page_facing_up: *Your training script: `{name}`*\n"
+                f"{RESULT_CARD_HEAD}: *{name}*\n"
                 ":x: Slack refused the upload; the script is saved on the bot's host."
             )
         text = "\n".join(part for part in (head, self.summary, self.check, self.dryrun) if part)

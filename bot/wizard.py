@@ -492,6 +492,7 @@ class WizardService:
         expired = self.store.expire_idle(older_than)
         hours = older_than.total_seconds() / 3600
         for key in expired:
+            self.outbox.enqueue(key, [Retire(None, "Expired")])
             self._say(
                 key,
                 f":zzz: This wizard expired after {hours:g} hours without an answer. "

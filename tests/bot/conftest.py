@@ -14,6 +14,7 @@ import pytest
 from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.outbox_worker import OutboxWorker
+from bot.script_results import RESULT_CARD_HEAD
 from bot.settings import BotSettings, load_settings
 from bot.wizard import WizardService
 from checks.dryrun import DryrunReport
@@ -182,10 +183,16 @@ class SlackUser:
 
     def open_question(self) -> Message:
         """The latest message in the thread that still has buttons."""
+        message = self.open_question_or_none()
+        if message is None:
+            raise AssertionError("no question with buttons in the thread")
+        return message
+
+    def open_question_or_none(self) -> Message | None:
         for message in reversed(self.bot_messages()):
             if any(block.get("type") == "actions" for block in message.blocks or []):
                 return message
-        raise AssertionError("no question with buttons in the thread")
+        return None
 
     def click(self, label: str, *, wait: bool = True) -> int:
         """Click the button whose text contains `label`, on the latest question."""
@@ -210,6 +217,17 @@ class SlackUser:
                         self.settle()
                     return status
         raise AssertionError(f"no button {label!r} on {message.text!r}")
+
+    def result_cards(self) -> list[Message]:
+        """The thread's result cards, one per generated script, oldest first."""
+        return [m for m in self.bot_messages() if m.text.startswith(RESULT_CARD_HEAD)]
+
+    def wait_for_result(self, count: int = 1, timeout: float = 60.0) -> Message:
+        """The newest result card, once the thread has `count` of them (rendering and checking
+        a script takes seconds on a busy machine)."""
+        self.fake.wait_for(lambda f: len(self.result_cards()) >= count, timeout=timeout)
+        self.settle()
+        return self.result_cards()[-1]
 
     def last_text(self) -> str:
         return self.bot_messages()[-1].text
@@ -237,4 +255,7 @@ def answer_after_the_reward(user: SlackUser) -> None:
     user.reply("math-solver-001")
     user.click("LocalBackend")
     user.click("Use defaults")
-    user.click("Epochs over the fixed dataset")
+    # The last answer posts nothing of its own ("That's every question" goes under it): the
+    # next message is the result card.
+    user.click("Epochs over the fixed dataset", wait=False)
+    user.wait_for_result()
