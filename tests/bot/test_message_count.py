@@ -71,6 +71,13 @@ def test_a_typical_wizard_takes_one_message_per_question_plus_the_result_card(
         shown = fake.message(user.channel, ts)
         assert shown is not None and step in stored.session.answers
         assert ":white_check_mark:" in shown.text and not has_buttons(shown), step
+    # A note is part of the question it introduces, and stays there once it is answered.
+    assert not any(
+        m.text.startswith("*About RULER:*") for m in posts if m.ts != last_asked["reward"]
+    )
+    reward = fake.message(user.channel, last_asked["reward"])
+    assert reward is not None and reward.text.startswith("*About RULER:*")
+    assert ":white_check_mark: *RULER" in reward.text
     # The closing words sit under the last answer rather than in a post of their own.
     assert not any(m.text.startswith("That's every question") for m in posts)
     closing = fake.message(user.channel, asked[-1][1])
