@@ -134,9 +134,10 @@ class SlackUser:
         return SessionKey(TEAM_ID, self.channel, self.thread)
 
     def settle(self, quiet_s: float = 0.15, timeout: float = 30.0) -> None:
-        """Wait until the bot has stopped talking to Slack for a moment (a turn can post several
-        messages)."""
+        """Wait until the bot has stopped talking to Slack for a moment: its outbox is empty
+        and no call came for `quiet_s` (a turn can post and update several messages)."""
         deadline = time.monotonic() + timeout
+        self.fake.wait_for(lambda f: self.bot.service.outbox.depth() == 0, timeout=timeout)
         seen, since = len(self.fake.calls()), time.monotonic()
         while time.monotonic() < deadline:
             time.sleep(0.02)
