@@ -491,13 +491,12 @@ class WizardService:
         """Expire sessions idle for longer than `older_than`, with a note in each thread."""
         expired = self.store.expire_idle(older_than)
         hours = older_than.total_seconds() / 3600
-        for key in expired:
-            self.outbox.enqueue(key, [Retire(None, "Expired")])
-            self._say(
-                key,
-                f":zzz: This wizard expired after {hours:g} hours without an answer. "
-                "Start a new one with `/train-rl`.",
-            )
+        said = text_message(
+            f":zzz: This wizard expired after {hours:g} hours without an answer. "
+            "Start a new one with `/train-rl`."
+        )
+        for key in expired:  # its open question (or result card) loses its buttons
+            self.outbox.enqueue(key, [Retire(None, "Expired"), Post(said)])
         return expired
 
     def tidy(self, client: WebClient, idle: timedelta) -> None:
