@@ -311,7 +311,7 @@ def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
         # The note rides in message_json's text (rows from before notes have none).
         message = SlackMessage(effect.note, []) if effect.note else None
     elif isinstance(effect, Update):
-        kind, step_id, text, message = "update", effect.step_id, "", effect.message
+        kind, step_id, text, message = "update", effect.step_id, effect.remembered, effect.message
     else:
         kind, step_id, text = "generate", None, ""
     return OutboxRow(
@@ -337,7 +337,7 @@ def _effect(row: OutboxRow) -> ThreadEffect:
     if row.kind == "retire":
         return Retire(row.step_id, row.text, message.text)
     if row.kind == "update":
-        return Update(row.step_id or "", message)
+        return Update(row.step_id or "", message, row.text)
     if row.kind == "question":
         return Ask(row.step_id or "", row.text, message)
     if row.kind == "offer":

@@ -209,7 +209,11 @@ class OutboxWorker:
                 self._update(key, question.ts, answered)
             return None
         if isinstance(effect, Update):
-            live = self._records.live_questions(key, effect.step_id)
+            live = [
+                question
+                for question in self._records.live_questions(key, effect.step_id)
+                if not effect.remembered or question.text == effect.remembered
+            ]
             if live:  # updated in place, and still live: its buttons are the new message's
                 self._update(key, live[-1].ts, effect.message, retire=False)
             return None

@@ -28,6 +28,7 @@ from bot.blocks import (
     text_message,
 )
 from bot.outbox import Outbox
+from bot.slack_records import script_digest
 from bot.slack_text import clip, escape
 from bot.thread_effects import Ask, Post, Retire, Update
 from checks.dryrun import DryrunReport, dryrun_script
@@ -183,6 +184,7 @@ class ScriptResults:
             link=self._upload(client, key, path.name, script),
             summary=summary(answers),
             check=check_line(report),
+            digest=script_digest(script),
             dryrun=DRYRUN_RUNNING if self._dryrun is not None and report.ok else "",
         )
         # Buttons under an older script of this thread would act on this one: they go.
@@ -204,6 +206,12 @@ class ScriptResults:
             log.warning("files_upload_v2 failed in %s: %s", key, error.response.get("error"))
             return None
         file = uploaded.get("file") or {}
+        if not file.get("permalink") and file.get("id"):
+            # Slack documents only ids and titles in completeUploadExternal's answer.
+            try:
+                file = client.files_info(file=str(file["id"])).get("file") or {}
+            except SlackApiError as error:
+                log.warning("files.info failed in %s: %s", key, error.response.get("error"))
         return str(file.get("permalink") or "") or None
 
     def _dryrun_and_report(
@@ -215,12 +223,12 @@ class ScriptResults:
         except Exception as error:  # a crash of the dry run itself must still be said
             log.exception("dry run crashed for %s", key)
             verdict = f":x: The dry run itself failed: {escape(clip(str(error), 500))}"
-            self._outbox.enqueue(key, [Update(RESULT_STEP, card.with_dryrun(verdict).message())])
+            self._outbox.enqueue(key, [card.with_dryrun(verdict).update()])
             return
         verdict = ":white_check_mark: Dry run passed" if report.ok else ":x: Dry run failed"
         full = without_host_folders(report.format(), path)
         shown = f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"
-        self._outbox.enqueue(key, [Update(RESULT_STEP, card.with_dryrun(shown).message())])
+        self._outbox.enqueue(key, [card.with_dryrun(shown).update()])
         if len(full) > REPORT_IN_MESSAGE:
             # Too long for the card: the whole report goes into the thread as a file (rare).
             try:
@@ -255,14 +263,22 @@ class ResultCard:
     """The uploaded script's permalink; None when Slack refused the upload."""
     summary: str
     check: str
+    digest: str
+    """The script's sha256."""
     dryrun: str = ""
 
     def with_dryrun(self, dryrun: str) -> ResultCard:
         return dataclasses.replace(self, dryrun=dryrun)
 
     def remembered(self) -> str:
-        """What the card shows once its buttons are gone (plain: escaped when shown)."""
-        return f"{RESULT_CARD_HEAD}: {self.script_name}"
+        """What the card shows once its buttons are gone (plain: escaped when shown). The
+        script's digest tells cards apart: a dry run updates its own script's card, never a
+        newer script's (the same script regenerated may take either: its verdict is theirs)."""
+        return f"{RESULT_CARD_HEAD}: {self.script_name} (sha256 {self.digest[:12]})"
+
+    def update(self) -> Update:
+        """This card, as it is now, in place of the one posted."""
+        return Update(RESULT_STEP, self.message(), self.remembered())
 
     def message(self) -> SlackMessage:
         name = escape(self.script_name)

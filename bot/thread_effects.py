@@ -57,12 +57,14 @@ class Retire:
 
 @dataclass(frozen=True)
 class Update:
-    """The thread's newest message still live for `step_id` (the result card) is replaced by
-    `message` in place, buttons and all; nothing when none is live (the thread moved on: a
-    cancelled wizard's card must not get its buttons back)."""
+    """The thread's newest message still live for `step_id` and remembered as `remembered`
+    ("": any) is replaced by `message` in place, buttons and all (the result card and its dry
+    run's verdict). Nothing when none is live: the thread moved on (a cancelled wizard's card
+    must not get its buttons back, a newer script's card must not show an older one's)."""
 
     step_id: str
     message: SlackMessage
+    remembered: str = ""
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def test_every_kind_of_effect_comes_out_as_it_went_in(outbox: Outbox) -> None:
     effects = [
         Retire("epochs", "2", "That's every question."),
         Retire(None, "Cancelled"),
-        Update(RESULT_STEP, card),
+        Update(RESULT_STEP, card, "Your training script: x.py (sha256 0123456789ab)"),
         Generate(),
     ]
     outbox.enqueue(A, effects)
