@@ -138,8 +138,9 @@ def build_service(
         kwargs["dryrun"] = None
     elif dryrun != "default":
         kwargs["dryrun"] = dryrun
+    outbox = Outbox(engine, schema=schema)
     results = ScriptResults(
-        poster, scripts_dir, executor or ThreadPoolExecutor(max_workers=2), **kwargs
+        outbox, scripts_dir, executor or ThreadPoolExecutor(max_workers=2), **kwargs
     )
     runs = None
     if settings.artbot_runner_url and settings.artbot_runner_token:
@@ -152,6 +153,7 @@ def build_service(
             RunStore(engine, schema=schema),
             records,
             poster,
+            outbox,
             RunnerClient(
                 settings.artbot_runner_url, settings.artbot_runner_token.get_secret_value()
             ),
@@ -165,7 +167,7 @@ def build_service(
         records,
         poster,
         results,
-        Outbox(engine, schema=schema),
+        outbox,
         runs=runs,
         max_upload_bytes=settings.artbot_max_upload_bytes,
         assistant=assistant,

@@ -203,6 +203,17 @@ def engine_message(message: Message) -> SlackMessage:
     return notice_message(message)
 
 
+def prefaced(before: Sequence[SlackMessage], message: SlackMessage) -> SlackMessage:
+    """`message` with what comes `before` it (notes, a problem with the last reply) on top: one
+    post instead of several. The question's own blocks (its buttons) are kept whole."""
+    if not before:
+        return message
+    room = MAX_BLOCKS - len(message.blocks)
+    blocks = [block for earlier in before for block in earlier.blocks][: max(room, 0)]
+    text = "\n\n".join([*(earlier.text for earlier in before), message.text])
+    return SlackMessage(clip(text, TEXT_LIMIT), [*blocks, *message.blocks], message.step_id)
+
+
 def proposal_message(proposal: Proposal) -> SlackMessage:
     """What the assistant read in a reply, with Accept / Re-answer. The model's text is
     untrusted: escaped like the user's. Accept carries the proposal (or, too long for a
@@ -231,11 +242,21 @@ def proposal_message(proposal: Proposal) -> SlackMessage:
     return SlackMessage(clip(text, TEXT_LIMIT), blocks)
 
 
-def answered_message(question_text: str, shown: str) -> SlackMessage:
-    """A question once answered: its text and the answer, without buttons."""
+def answered_message(question_text: str, shown: str, note: str = "") -> SlackMessage:
+    """A question once answered: its text and the answer, without buttons; `note` (engine
+    text, escaped here) under it."""
     answer = escape(clip(shown, 1_000)) or "(empty)"
     question = clip(escape(question_text), SECTION_LIMIT - len(answer) - 10)
-    return text_message(f"{question}\n:white_check_mark: *{answer}*")
+    said = text_message(f"{question}\n:white_check_mark: *{answer}*")
+    if not note:
+        return said
+    context: Block = {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": clip(escape(note), SECTION_LIMIT)}],
+    }
+    return SlackMessage(
+        clip(f"{said.text}\n{escape(note)}", TEXT_LIMIT), [*said.blocks[: MAX_BLOCKS - 1], context]
+    )
 
 
 def superseded_message(question_text: str) -> SlackMessage:

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session as OrmSession
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, SlackMessage
 from bot.slack_records import QuestionMessage, unanswered_questions
-from bot.thread_effects import Ask, Generate, Offer, Post, Retire, ThreadEffect
+from bot.thread_effects import Ask, Generate, Offer, Post, Retire, ThreadEffect, Update
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey
 from storage.sql_store import SqlStore, utc_now
@@ -404,6 +404,10 @@ def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
         message = effect.message
     elif isinstance(effect, Retire):
         kind, step_id, text = "retire", effect.step_id, effect.shown
+        # The note rides in message_json's text (rows from before notes have none).
+        message = SlackMessage(effect.note, []) if effect.note else None
+    elif isinstance(effect, Update):
+        kind, step_id, text, message = "update", effect.step_id, effect.remembered, effect.message
     else:
         kind, step_id, text = "generate", None, ""
     return OutboxRow(
@@ -422,12 +426,14 @@ def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
 
 
 def _effect(row: OutboxRow) -> ThreadEffect:
-    if row.kind == "retire":
-        return Retire(row.step_id, row.text)
     if row.kind == "generate":
         return Generate()
     loaded = json.loads(row.message_json or "{}")
     message = SlackMessage(str(loaded.get("text") or ""), list(loaded.get("blocks") or []))
+    if row.kind == "retire":
+        return Retire(row.step_id, row.text, message.text)
+    if row.kind == "update":
+        return Update(row.step_id or "", message, row.text)
     if row.kind == "question":
         return Ask(row.step_id or "", row.text, message)
     if row.kind == "offer":

@@ -28,7 +28,7 @@ from slack_sdk.errors import SlackApiError
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.outbox import Claimed, Outbox, Settlement, question_asked
 from bot.slack_records import QuestionMessage
-from bot.thread_effects import Ask, Generate, Offer, Post, Retire
+from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -253,10 +253,18 @@ class OutboxWorker:
             return None
         if isinstance(effect, Retire):
             for question in drain.live(effect.step_id):
-                self._update(
-                    client, key, question.ts, answered_message(question.text, effect.shown)
-                )
+                answered = answered_message(question.text, effect.shown, effect.note)
+                self._update(client, key, question.ts, answered)
                 drain.settlement.retired.append(question.ts)
+            return None
+        if isinstance(effect, Update):
+            live = [
+                question
+                for question in drain.live(effect.step_id)
+                if not effect.remembered or question.text == effect.remembered
+            ]
+            if live:  # updated in place, and still live: its buttons are the new message's
+                self._update(client, key, live[-1].ts, effect.message)
             return None
         if isinstance(effect, Ask):
             # One live question per thread: any other still offering buttons is superseded.
@@ -288,8 +296,8 @@ class OutboxWorker:
         return str(response.get("ts") or "") or None
 
     def _update(self, client: WebClient, key: SessionKey, ts: str, message: SlackMessage) -> None:
-        """`ts` loses its buttons; a message deleted meanwhile has none to lose. (The caller
-        records it retired.)"""
+        """`ts` becomes `message`; a message deleted meanwhile has none to lose. (The caller
+        records it retired where it lost its buttons.)"""
         try:
             _call(
                 lambda: client.chat_update(

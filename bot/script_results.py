@@ -1,22 +1,36 @@
-"""The generated script of a finished wizard: render it, check it, upload it to the thread, then
-dry-run it and say how it went. Scripts are kept on the bot's host, one folder per thread.
+"""The generated script of a finished wizard: render it, check it, upload it, post its result
+card in the thread, then dry-run it and show how it went on the card. Scripts are kept on the
+bot's host, one folder per thread.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import RESULT_STEP, SlackMessage, result_buttons, sections
+from bot.blocks import (
+    MAX_BLOCKS,
+    RESULT_STEP,
+    TEXT_LIMIT,
+    Block,
+    SlackMessage,
+    result_buttons,
+    sections,
+    text_message,
+)
+from bot.outbox import Outbox
+from bot.slack_records import script_digest
 from bot.slack_text import clip, escape
-from bot.threads import ThreadPoster
+from bot.thread_effects import Ask, Post, Retire, Update
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import CheckReport, check_script
 from flows import TRAIN_RL, RenderError, hyperparameters, render_script
@@ -85,17 +99,29 @@ def check_line(report: CheckReport) -> str:
 
 
 class ScriptResults:
-    """Turns a complete session into a script in its thread; the dry run goes on in `executor`."""
+    """Turns a complete session into a script in its thread; the dry run goes on in `executor`.
+
+    The result is one message, the result card: a link to the script, the summary, the check,
+    the dry run's state, and the buttons. It is posted once the script is uploaded and updated
+    in place when the dry run ends, both through the outbox (durable, in order with the turns).
+
+    The script is uploaded without a channel and linked from the card rather than shared into
+    the thread: sharing makes Slack post a message of its own (asynchronously, with no ts to
+    update: python-slack-sdk#1545), which would be a second message. A private file becomes
+    visible to the channel when the bot posts a message that links it (the Slack maintainers'
+    own account of files, bolt-python#1018), so the link is in the card's first post, never
+    only in a later update.
+    """
 
     def __init__(
         self,
-        poster: ThreadPoster,
+        outbox: Outbox,
         scripts_dir: Path,
         executor: Executor,
         *,
         dryrun: Dryrun | None = dryrun_script,
     ) -> None:
-        self._poster = poster
+        self._outbox = outbox
         self._scripts_dir = scripts_dir
         self._executor = executor
         self._dryrun = dryrun
@@ -119,6 +145,9 @@ class ScriptResults:
         """`deliver` on the executor, so the caller (a Slack listener) returns at once."""
         self._executor.submit(self._deliver_logged, client, key, dict(answers))
 
+    def _say(self, key: SessionKey, text: str) -> None:
+        self._outbox.enqueue(key, [Post(text_message(text))])
+
     def _deliver_logged(
         self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]
     ) -> None:
@@ -126,85 +155,82 @@ class ScriptResults:
             self.deliver(client, key, answers)
         except Exception:
             log.exception("delivering the script failed for %s", key)
-            self._poster.post_text(
-                client,
+            self._say(
                 key,
-                (
-                    ":x: Something went wrong while generating the script; your answers are saved. "
-                    "Press Regenerate or say `edit <question>`."
-                ),
+                ":x: Something went wrong while generating the script; your answers are saved. "
+                "Press Regenerate or say `edit <question>`.",
             )
 
     def deliver(self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]) -> None:
-        """Render, check and upload the script with its summary and buttons; dry-run it after."""
+        """Render, check and upload the script, then post its card (the older card of the
+        thread loses its buttons); dry-run it after, the verdict updating the card."""
         answers = TRAIN_RL.active_answers(answers)
         try:
             script = render_script(answers)
         except (RenderError, SyntaxError, ValueError) as error:
-            self._poster.post_text(
-                client,
+            self._say(
                 key,
-                (
-                    f":x: I could not generate the script: {escape(str(error))}\n"
-                    "Say `edit <question>` to fix the answer."
-                ),
+                f":x: I could not generate the script: {escape(str(error))}\n"
+                "Say `edit <question>` to fix the answer.",
             )
             return
         path = self.script_path(key, answers)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(script)
         report = check_script(path)
-        comment = summary(answers) + "\n" + check_line(report)
+        card = ResultCard(
+            key=key,
+            script_name=path.name,
+            link=self._upload(client, key, path.name, script),
+            summary=summary(answers),
+            check=check_line(report),
+            digest=script_digest(script),
+            dryrun=DRYRUN_RUNNING if self._dryrun is not None and report.ok else "",
+        )
+        # Buttons under an older script of this thread would act on this one: they go.
+        self._outbox.enqueue(
+            key,
+            [
+                Retire(RESULT_STEP, "Replaced by the newer script below"),
+                Ask(RESULT_STEP, card.remembered(), card.message()),
+            ],
+        )
+        if card.dryrun:
+            self._executor.submit(self._dryrun_and_report, client, key, path, card)
+
+    def _upload(self, client: WebClient, key: SessionKey, name: str, script: str) -> str | None:
+        """The uploaded script's permalink (None: Slack refused it; the card says so)."""
         try:
-            client.files_upload_v2(
-                channel=key.channel,
-                thread_ts=key.thread,
-                content=script,
-                filename=path.name,
-                title=path.name,
-                initial_comment=comment,
-            )
+            uploaded = client.files_upload_v2(content=script, filename=name, title=name)
         except SlackApiError as error:
             log.warning("files_upload_v2 failed in %s: %s", key, error.response.get("error"))
-            self._poster.post_text(
-                client,
-                key,
-                (
-                    f":x: Slack refused the upload ({error.response.get('error')}). "
-                    f"The script is saved as `{path.name}` on the bot's host."
-                ),
-            )
-        # Buttons under an older script of this thread would act on this one: they go.
-        self._poster.retire(client, key, RESULT_STEP, "Replaced by the newer script below")
-        buttons = SlackMessage(
-            "What next?", [*sections("*What next?*"), result_buttons(session_ref(key))]
-        )
-        self._poster.offer(client, key, RESULT_STEP, "What next?", buttons)
-        if self._dryrun is not None and report.ok:
-            self._poster.post_text(
-                client,
-                key,
-                (":hourglass_flowing_sand: Dry-running the script on a CPU with a stand-in model…"),
-            )
-            self._executor.submit(self._dryrun_and_report, client, key, path)
+            return None
+        file = uploaded.get("file") or {}
+        if not file.get("permalink") and file.get("id"):
+            # Slack documents only ids and titles in completeUploadExternal's answer.
+            try:
+                file = client.files_info(file=str(file["id"])).get("file") or {}
+            except SlackApiError as error:
+                log.warning("files.info failed in %s: %s", key, error.response.get("error"))
+        return str(file.get("permalink") or "") or None
 
-    def _dryrun_and_report(self, client: WebClient, key: SessionKey, path: Path) -> None:
+    def _dryrun_and_report(
+        self, client: WebClient, key: SessionKey, path: Path, card: ResultCard
+    ) -> None:
         assert self._dryrun is not None
         try:
             report = self._dryrun(path)
         except Exception as error:  # a crash of the dry run itself must still be said
             log.exception("dry run crashed for %s", key)
-            self._poster.post_text(
-                client, key, (f":x: The dry run itself failed: {escape(str(error))}")
-            )
+            verdict = f":x: The dry run itself failed: {escape(clip(str(error), 500))}"
+            self._outbox.enqueue(key, [card.with_dryrun(verdict).update()])
             return
         verdict = ":white_check_mark: Dry run passed" if report.ok else ":x: Dry run failed"
         full = without_host_folders(report.format(), path)
-        self._poster.post_text(
-            client, key, (f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```")
-        )
+        shown = f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"
+        self._outbox.enqueue(key, [card.with_dryrun(shown).update()])
         if len(full) > REPORT_IN_MESSAGE:
-            # Too long for a message: the whole report goes into the thread as a file.
+            # Too long for the card: the whole report goes into the thread as a file (rare).
             try:
                 client.files_upload_v2(
                     channel=key.channel,
@@ -219,6 +245,56 @@ class ScriptResults:
                     key,
                     error.response.get("error"),
                 )
+
+
+RESULT_CARD_HEAD = ":page_facing_up: Your training script"
+"""How every result card begins, live or retired."""
+DRYRUN_RUNNING = ":hourglass_flowing_sand: Dry-running it on a CPU with a stand-in model…"
+
+
+@dataclass(frozen=True)
+class ResultCard:
+    """The one message a generated script gets: what it is, how it checked, how its dry run
+    went (or that it is under way), and the buttons."""
+
+    key: SessionKey
+    script_name: str
+    link: str | None
+    """The uploaded script's permalink; None when Slack refused the upload."""
+    summary: str
+    check: str
+    digest: str
+    """The script's sha256."""
+    dryrun: str = ""
+
+    def with_dryrun(self, dryrun: str) -> ResultCard:
+        return dataclasses.replace(self, dryrun=dryrun)
+
+    def remembered(self) -> str:
+        """What the card shows once its buttons are gone (plain: escaped when shown). The
+        script's digest tells cards apart: a dry run updates its own script's card, never a
+        newer script's (the same script regenerated may take either: its verdict is theirs)."""
+        return f"{RESULT_CARD_HEAD}: {self.script_name} (sha256 {self.digest[:12]})"
+
+    def update(self) -> Update:
+        """This card, as it is now, in place of the one posted."""
+        return Update(RESULT_STEP, self.message(), self.remembered())
+
+    def message(self) -> SlackMessage:
+        name = escape(self.script_name)
+        if self.link:
+            head = f"{RESULT_CARD_HEAD}: *<{self.link}|{name}>*"
+        else:
+            head = (
+                f"{RESULT_CARD_HEAD}: *{name}*\n"
+                ":x: Slack refused the upload; the script is saved on the bot's host."
+            )
+        text = "\n".join(part for part in (head, self.summary, self.check, self.dryrun) if part)
+        blocks: list[Block] = [
+            *sections(text)[: MAX_BLOCKS - 1],
+            result_buttons(session_ref(self.key)),
+        ]
+        return SlackMessage(clip(text, TEXT_LIMIT), blocks, RESULT_STEP)
 
 
 def without_host_folders(text: str, script: Path) -> str:

@@ -103,15 +103,13 @@ class BotServer:
         self.stop()
 
 
-def keep_tidy(
-    service: WizardService, app: ArtbotApp, idle: timedelta, stop: threading.Event
-) -> threading.Thread:
+def keep_tidy(service: WizardService, idle: timedelta, stop: threading.Event) -> threading.Thread:
     """Every EXPIRY_INTERVAL_S: expire idle sessions (a note in each thread), forget deliveries."""
 
     def loop() -> None:
         while not stop.wait(EXPIRY_INTERVAL_S):
             try:
-                service.tidy(app.client_for, idle)
+                service.tidy(idle)
             except Exception:
                 log.exception("periodic expiry failed")
 
@@ -166,7 +164,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         return 2
     stop = threading.Event()
     outbox = start_outbox(service, app.client_for, app.metrics)
-    keep_tidy(service, app, timedelta(hours=settings.artbot_session_idle_hours), stop)
+    keep_tidy(service, timedelta(hours=settings.artbot_session_idle_hours), stop)
     follower = None
     if service.runs is not None:
         follower = _follow_runs(service.runs, app, settings)

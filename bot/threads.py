@@ -1,6 +1,12 @@
-"""Posting into a wizard's thread now, from the caller's thread: the script's results, run
-notes, ephemeral notes. What a wizard turn says goes through the outbox instead (bot.outbox),
-saved with the turn."""
+"""Posting into a wizard's thread now, from the caller's thread, for the two things the outbox
+(bot.outbox) cannot carry: ephemeral notes and a run's status card.
+
+Ephemerals (chat.postEphemeral) are not durable by nature: Slack shows them once, to one user,
+in the client they have open, and drops them when that client reloads; a copy delivered
+minutes later by a retrying worker would land out of context or be lost all the same. They
+answer a click or a reply at once or not at all, so they go directly. A run's status card is
+posted directly because its ts must go on the run's row at once (bot.runs.service).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import logging
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import SlackMessage, answered_message, text_message
+from bot.blocks import SlackMessage
 from bot.slack_records import SlackRecords
 from storage.sessions import SessionKey
 
@@ -38,35 +44,11 @@ class ThreadPoster:
             return None
         return str(response.get("ts") or "") or None
 
-    def offer(
-        self, client: WebClient, key: SessionKey, step_id: str, text: str, message: SlackMessage
-    ) -> None:
-        """Post `message`, which asks `step_id` (as `text`), and remember it, so that `retire`
-        can take its buttons away and show what became of it."""
-        ts = self.post(client, key, message)
-        if ts:
-            self._records.remember_question(key, ts, step_id, text)
-
-    def post_text(self, client: WebClient, key: SessionKey, text: str) -> str | None:
-        """Post mrkdwn `text` into the thread (see `post`)."""
-        return self.post(client, key, text_message(text))
-
     def ephemeral(self, client: WebClient, key: SessionKey, user: str, text: str) -> None:
+        """Show `text` to `user` alone, now (see the module's note on why not the outbox)."""
         try:
             client.chat_postEphemeral(
                 channel=key.channel, user=user, thread_ts=key.thread, text=text
             )
         except SlackApiError as error:
             log.warning("chat.postEphemeral failed in %s: %s", key, error.response.get("error"))
-
-    def retire(self, client: WebClient, key: SessionKey, step_id: str | None, shown: str) -> None:
-        """Messages still offering buttons for `step_id` (None: any) lose them and show `shown`:
-        the question was answered, or what the buttons offered is gone."""
-        for question in self._records.open_questions(key, step_id):
-            updated = answered_message(question.text, shown)
-            try:
-                client.chat_update(
-                    channel=key.channel, ts=question.ts, text=updated.text, blocks=updated.blocks
-                )
-            except SlackApiError as error:
-                log.warning("chat.update failed in %s: %s", key, error.response.get("error"))

@@ -27,13 +27,13 @@ from bot.blocks import (
     text_message,
 )
 from bot.home import home_view
-from bot.installations import ClientFor, Workspaces
+from bot.installations import Workspaces
 from bot.keyed_locks import KeyedLocks
 from bot.outbox import Outbox
 from bot.script_results import ScriptResults
 from bot.slack_records import SlackRecords
 from bot.slack_text import clip, escape
-from bot.thread_effects import Offer, Post, Retire, ThreadEffect, turn_effects
+from bot.thread_effects import Generate, Offer, Post, Retire, ThreadEffect, turn_effects
 from bot.threads import ThreadPoster
 from flows import TRAIN_RL, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (
@@ -191,7 +191,7 @@ class WizardService:
                 )
                 return
             if stored.expired:
-                self.poster.post_text(client, key, self._ended(stored))
+                self._say(key, self._ended(stored))
                 return
             if self._stuck(stored):
                 # Its open question never reached Slack (or lost its message): ask it again
@@ -290,6 +290,10 @@ class WizardService:
         log.warning("gave up saving %s after %d races", key, SAVE_ATTEMPTS)
         return None
 
+    def _say(self, key: SessionKey, text: str) -> None:
+        """Post mrkdwn `text` into the thread through the outbox (durable, in thread order)."""
+        self.outbox.enqueue(key, [Post(text_message(text))])
+
     def _moved_on(self, key: SessionKey, session: Session) -> bool:
         """Has the stored session changed since `session` was read?"""
         now = self.store.get(key)
@@ -331,7 +335,7 @@ class WizardService:
         if stored is None:
             return
         if stored.expired:
-            self.poster.post_text(client, key, self._ended(stored))
+            self._say(key, self._ended(stored))
             return
         if action != PROPOSAL_ACCEPT:
             with self._locks.hold(key):
@@ -428,11 +432,11 @@ class WizardService:
             self.handle(client, Incoming(key, user, Reply(text="cancel"), None))
         elif action == "result_regenerate":
             if stored.session.status != "complete":
-                self.poster.post_text(
-                    client, key, "Answer the open question first, then regenerate."
-                )
+                self._say(key, "Answer the open question first, then regenerate.")
                 return
-            self.results.deliver(client, key, stored.session.answers)
+            # Through the outbox: after what the thread is still being told (the script is
+            # rendered and checked on the results' executor, not on this listener's thread).
+            self.outbox.enqueue(key, [Generate()])
         elif action == "result_approve":
             with self._locks.hold(key):  # two quick clicks must not start two GPU jobs
                 self._approve(client, key, stored, user)
@@ -441,15 +445,11 @@ class WizardService:
         self, client: WebClient, key: SessionKey, stored: StoredSession, user: str
     ) -> None:
         if stored.session.status != "complete":
-            self.poster.post_text(
-                client, key, "There is no finished script to approve in this thread yet."
-            )
+            self._say(key, "There is no finished script to approve in this thread yet.")
             return
         latest = self.results.latest_script(key, stored.session.answers)
         if latest is None:
-            self.poster.post_text(
-                client, key, "The script is not on this host any more: press Regenerate first."
-            )
+            self._say(key, "The script is not on this host any more: press Regenerate first.")
             return
         path, script = latest
         if self.runs is not None:
@@ -462,8 +462,7 @@ class WizardService:
             self.runs.approve(client, key, user, script, path.name, stored.session.answers)
             return
         approval = self.records.record_approval(key, user, script, path.name)
-        self.poster.post_text(
-            client,
+        self._say(
             key,
             f":white_check_mark: Approved by <@{user}> (script `{path.name}`, "
             f"sha256 `{approval.script_sha256[:12]}`).\n"
@@ -530,39 +529,32 @@ class WizardService:
             return STOPPED
         return EXPIRED
 
-    def expire_idle(self, client_for: ClientFor, older_than: timedelta) -> list[SessionKey]:
+    def expire_idle(self, older_than: timedelta) -> list[SessionKey]:
         """Expire sessions idle for longer than `older_than`, with a note in each thread (through
-        its team's client)."""
+        the outbox: a team the app left gives it up)."""
         expired = self.store.expire_idle(older_than)
         hours = older_than.total_seconds() / 3600
-        for key in expired:
-            try:
-                client = client_for(key.team)
-            except SlackApiError:  # NotInstalled: nobody there to tell
-                continue
-            self.poster.post_text(
-                client,
-                key,
-                f":zzz: This wizard expired after {hours:g} hours without an answer. "
-                "Start a new one with `/train-rl`.",
-            )
+        said = text_message(
+            f":zzz: This wizard expired after {hours:g} hours without an answer. "
+            "Start a new one with `/train-rl`."
+        )
+        for key in expired:  # its open question (or result card) loses its buttons
+            self.outbox.enqueue(key, [Retire(None, "Expired"), Post(said)])
         return expired
 
-    def tidy(self, client_for: ClientFor, idle: timedelta) -> None:
+    def tidy(self, idle: timedelta) -> None:
         """Expire idle sessions (with a note in their threads) and forget old delivery ids."""
-        self.expire_idle(client_for, idle)
+        self.expire_idle(idle)
         self.records.forget_deliveries(DELIVERIES_KEPT)
         self.outbox.forget_delivered(DELIVERIES_KEPT)
 
     def notify_error(self, client: WebClient, key: SessionKey) -> None:
         """Something of ours broke while handling a reply: say so instead of going silent."""
         try:
-            self.poster.post_text(
-                client,
-                key,
-                ":x: Something went wrong on my side; your answers are saved. Try again.",
+            self._say(
+                key, ":x: Something went wrong on my side; your answers are saved. Try again."
             )
-        except SlackApiError:
+        except Exception:  # the database may be what broke: nothing more to do than log it
             log.exception("could not report an error to %s", key)
 
 

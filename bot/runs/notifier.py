@@ -1,5 +1,10 @@
-"""A job's events, told in its run's thread: milestones, warnings, reward plots, the result, and
-the status card kept up to date."""
+"""A job's events, told in its run's thread: one status card kept up to date in place (state,
+step, train and validation rewards, elapsed time), and only the milestones people act on,
+each one message through the outbox: training started, the first warning, a failure with
+what to do, the result with the model (and the reward curve once, at the end).
+
+Validations are not posted: the card shows the latest val/reward, and a post per validation
+(with a plot each) made a long run the noisiest part of the thread."""
 
 from __future__ import annotations
 
@@ -11,26 +16,29 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.blocks import text_message
+from bot.outbox import Outbox
 from bot.plots import reward_curve_png
 from bot.runs.cards import failure_message, status_card, success_message
 from bot.runs.store import Run, RunStore
 from bot.slack_text import clip, escape
-from bot.threads import ThreadPoster
+from bot.thread_effects import Post
 from runner.schemas import EventType, Failure, JobEvent, JobState
 
 log = logging.getLogger(__name__)
 
 CARD_MIN_INTERVAL = timedelta(seconds=5)
 """chat.update is Tier 3 (about 50 a minute): one card refreshes at most this often."""
-MAX_WARNINGS_POSTED = 3
+MAX_WARNINGS_POSTED = 1
+"""The first warning is news; the next ones of the same run mostly repeat it."""
 
 
 class RunNotifier:
     """Says what happens to a run in its wizard's thread, and keeps the run's row in step."""
 
-    def __init__(self, runs: RunStore, poster: ThreadPoster) -> None:
+    def __init__(self, runs: RunStore, outbox: Outbox) -> None:
         self.runs = runs
-        self.poster = poster
+        self.outbox = outbox
 
     def handle(self, slack: WebClient, run: Run, event: JobEvent) -> Run:
         """Record what one event says about the run and tell its thread; the updated run."""
@@ -52,24 +60,16 @@ class RunNotifier:
             run = self.runs.update(
                 run.id, points=_with_point(run.points, data, "val", "val/reward")
             )
-            value = data.get("val/reward")
-            shown = f"{value:.3f}" if isinstance(value, int | float) else "n/a"
-            self.say(
-                slack,
-                run,
-                f":bar_chart: Validation at step {data.get('step', '?')}: val/reward = {shown}.",
-            )
-            self._upload_plot(slack, run)
         elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
             run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
             self.say(slack, run, f":warning: {escape(clip(str(data.get('message', '')), 1_500))}")
         elif event.type is EventType.failed:
             run = self.runs.update(run.id, state=JobState.failed.value, finished_at=event.at)
-            self.poster.post(slack, run.key, failure_message(run, _failure(data)))
+            self.outbox.enqueue(run.key, [Post(failure_message(run, _failure(data)))])
             self._upload_plot(slack, run)
         elif event.type is EventType.succeeded:
             run = self.runs.update(run.id, state=JobState.succeeded.value, finished_at=event.at)
-            self.poster.post(slack, run.key, success_message(run, data))
+            self.outbox.enqueue(run.key, [Post(success_message(run, data))])
             self._upload_plot(slack, run)
         elif event.type in (EventType.cancelled, EventType.lost):
             run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
@@ -120,8 +120,8 @@ class RunNotifier:
         self.runs.update(run.id, card_updated_at=now)
 
     def say(self, slack: WebClient, run: Run, text: str) -> None:
-        """Post `text` into the run's thread."""
-        self.poster.post_text(slack, run.key, text)
+        """Post `text` into the run's thread, through the outbox."""
+        self.outbox.enqueue(run.key, [Post(text_message(text))])
 
 
 def _failure(data: Mapping[str, Any]) -> Failure:

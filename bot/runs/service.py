@@ -13,6 +13,7 @@ from typing import Any
 from slack_sdk import WebClient
 
 from bot.installations import ClientFor, NotInstalled
+from bot.outbox import Outbox
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.notifier import RunNotifier
@@ -57,6 +58,7 @@ class RunService:
         runs: RunStore,
         records: SlackRecords,
         poster: ThreadPoster,
+        outbox: Outbox,
         client: RunnerClient,
         load_script: Callable[[SessionKey, str], str | None],
         sessions: SessionStore,
@@ -72,7 +74,7 @@ class RunService:
         self._sessions = sessions
         self.approvers = approvers
         self.channels = channels
-        self.notifier = RunNotifier(runs, poster)
+        self.notifier = RunNotifier(runs, outbox)
         self._submitting = threading.Lock()
         self._locks_lock = threading.Lock()
         self._run_locks: dict[int, threading.Lock] = {}
@@ -193,6 +195,10 @@ class RunService:
         run = self.runs.update(
             run.id, job_id=job.id, state=job.state.value, unreachable_notified=False
         )
+        # The card is posted directly, not through the outbox: its ts goes on the run's row at
+        # once, for the updates of a run that may last days (the outbox forgets its rows after
+        # one). A card lost to a Slack outage leaves the run without one; the milestones
+        # still go through the outbox.
         card = self.poster.post(slack, run.key, status_card(run))
         run = self.runs.update(run.id, card_ts=card, card_updated_at=self.runs.now())
         for callback in self._submitted_callbacks:  # after the card: it comes first in the thread
@@ -303,11 +309,13 @@ class RunService:
         except (RunnerUnavailable, RunnerRejected) as error:
             self.poster.ephemeral(slack, run.key, user, f"Could not cancel: {_shown(error, 300)}")
             return
-        self.notifier.say(
+        # Said to the one who clicked: the thread hears once, when the job has stopped (the
+        # card and the `cancelled` milestone).
+        self.poster.ephemeral(
             slack,
-            run,
-            f":no_entry_sign: Cancelling job `{run.job_id}` (requested by <@{user}>); "
-            "checkpoints are saved first.",
+            run.key,
+            user,
+            f":no_entry_sign: Cancelling job `{run.job_id}`; checkpoints are saved first.",
         )
 
     def retry(self, slack: WebClient, run_id: int, action: FixAction, user: str) -> None:

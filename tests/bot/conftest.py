@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ import pytest
 from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.outbox_worker import OutboxWorker
+from bot.script_results import RESULT_CARD_HEAD
 from bot.settings import BotSettings, load_settings
 from bot.wizard import WizardService
 from checks.dryrun import DryrunReport
@@ -138,9 +140,14 @@ class SlackUser:
         return SessionKey(self.team, self.channel, self.thread)
 
     def settle(self, quiet_s: float = 0.15, timeout: float = 30.0) -> None:
-        """Wait until the bot has stopped talking to Slack for a moment (a turn can post several
-        messages)."""
+        """Wait until the bot has stopped talking to Slack for a moment: its outbox is empty
+        and no call came for `quiet_s` (a turn can post and update several messages)."""
         deadline = time.monotonic() + timeout
+        # A test may hold the outbox on purpose (a fault in the fake): then quiet is all there is.
+        with contextlib.suppress(TimeoutError):
+            self.fake.wait_for(
+                lambda f: self.bot.service.outbox.depth() == 0, timeout=min(timeout, 10.0)
+            )
         seen, since = len(self.fake.calls()), time.monotonic()
         while time.monotonic() < deadline:
             time.sleep(0.02)
@@ -181,22 +188,49 @@ class SlackUser:
         retry_num: int | None = None,
         wait: bool = True,
     ) -> int:
-        count = len(self.bot_messages())
+        answered = self._answered()
         event = message_event(text, channel=self.channel, user=self.user, thread_ts=self.thread)
         status = self.bot.dispatch(
             event_callback(event, event_id=event_id, retry_num=retry_num, team_id=self.team)
         )
         if wait:
-            self.fake.wait_for(lambda f: len(self.bot_messages()) > count)
-            self.settle()
+            answered()
         return status
+
+    def _answered(self) -> Callable[[], None]:
+        """Something to call after a reply or a click: it waits for the bot's next message, or,
+        when that reply completed the wizard (whose last answer posts nothing: its closing
+        words go under the answer), for the thread to settle."""
+        count = len(self.bot_messages())
+        was_complete = self._status() == "complete"
+
+        def wait() -> None:
+            self.fake.wait_for(
+                lambda f: (
+                    len(self.bot_messages()) > count
+                    or (not was_complete and self._status() == "complete")
+                )
+            )
+            self.settle()
+
+        return wait
+
+    def _status(self) -> str | None:
+        stored = self.bot.service.store.get(self.key) if self.thread else None
+        return stored.session.status if stored is not None else None
 
     def open_question(self) -> Message:
         """The latest message in the thread that still has buttons."""
+        message = self.open_question_or_none()
+        if message is None:
+            raise AssertionError("no question with buttons in the thread")
+        return message
+
+    def open_question_or_none(self) -> Message | None:
         for message in reversed(self.bot_messages()):
             if any(block.get("type") == "actions" for block in message.blocks or []):
                 return message
-        raise AssertionError("no question with buttons in the thread")
+        return None
 
     def click(self, label: str, *, wait: bool = True) -> int:
         """Click the button whose text contains `label`, on the latest question."""
@@ -204,7 +238,7 @@ class SlackUser:
         for block in message.blocks or []:
             for element in block.get("elements", []) if block.get("type") == "actions" else []:
                 if label in element["text"]["text"]:
-                    count = len(self.bot_messages())
+                    answered = self._answered()
                     request = block_actions(
                         element["action_id"],
                         element["value"],
@@ -216,12 +250,20 @@ class SlackUser:
                     )
                     status = self.bot.dispatch(request)
                     if wait:
-                        self.fake.wait_for(
-                            lambda f, before=count: len(self.bot_messages()) > before
-                        )
-                        self.settle()
+                        answered()
                     return status
         raise AssertionError(f"no button {label!r} on {message.text!r}")
+
+    def result_cards(self) -> list[Message]:
+        """The thread's result cards, one per generated script, oldest first."""
+        return [m for m in self.bot_messages() if m.text.startswith(RESULT_CARD_HEAD)]
+
+    def wait_for_result(self, count: int = 1, timeout: float = 60.0) -> Message:
+        """The newest result card, once the thread has `count` of them (rendering and checking
+        a script takes seconds on a busy machine)."""
+        self.fake.wait_for(lambda f: len(self.result_cards()) >= count, timeout=timeout)
+        self.settle()
+        return self.result_cards()[-1]
 
     def last_text(self) -> str:
         return self.bot_messages()[-1].text
@@ -250,3 +292,4 @@ def answer_after_the_reward(user: SlackUser) -> None:
     user.click("LocalBackend")
     user.click("Use defaults")
     user.click("Epochs over the fixed dataset")
+    user.wait_for_result()

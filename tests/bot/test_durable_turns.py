@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from bot.script_results import RESULT_CARD_HEAD
 from flows import TRAIN_RL
 from storage.database import create_database_engine
 from storage.sessions import SessionKey, SessionStore
@@ -46,6 +47,11 @@ def with_buttons(messages: list[Message]) -> list[Message]:
 
 def starting(messages: list[Message], prefix: str) -> list[Message]:
     return [m for m in messages if m.text.startswith(prefix)]
+
+
+def asking(messages: list[Message], question: str) -> list[Message]:
+    """The messages that ask `question`, alone or after a note or a problem."""
+    return [m for m in messages if m.text.startswith(question) or f"\n\n{question}" in m.text]
 
 
 def delivered(bot: Bot) -> None:
@@ -141,11 +147,12 @@ def test_a_click_on_a_superseded_button_asks_the_open_question_again(
     # message that asked it before is no longer live.
     count = len(user.bot_messages())
     assert stale_click(user, first, "Episodes can be recreated") == 200
-    bot.fake.wait_for(lambda f: len(starting(user.bot_messages(), TURNS)) == 2)
+    bot.fake.wait_for(lambda f: len(asking(user.bot_messages(), TURNS)) == 2)
     delivered(bot)
     messages = user.bot_messages()
-    assert len(messages) > count and "earlier question" in messages[-2].text
-    older, newer = starting(messages, TURNS)
+    # One message: what was wrong with the click, then the open question.
+    assert len(messages) == count + 1 and "earlier question" in messages[-1].text
+    older, newer = asking(messages, TURNS)
     assert live(messages) == [newer] and not is_live(older)
     assert current_step(bot, user.key) == "turns"
 
@@ -194,7 +201,7 @@ def test_every_superseded_question_loses_its_buttons(make_bot: BotFactory) -> No
         shown = live(messages)
         assert len(shown) == 1, [m.text for m in shown]
         step = current_step(bot, user.key)
-        assert step is not None and shown[0].text.startswith(TRAIN_RL.step(step).prompt[:20])
+        assert step is not None and asking(shown, TRAIN_RL.step(step).prompt[:20]) == shown
 
     user.command()
     one_live_question()
@@ -420,22 +427,22 @@ def test_a_bot_killed_right_after_the_last_answer_generates_the_script_after_a_r
         fake.wait_for(lambda f: starting(user.messages(), FIRST) != [], SETTLED_WITHIN_S)
         for answer in WIZARD_UP_TO_THE_LAST_ANSWER:
             user.step(first, answer)
-        # The turn's last message is stuck on its way: the script comes only after it.
-        fake.hold("chat.postMessage")
+        # What the turn says (the answered question, with "That's every question" under it)
+        # is stuck on its way: the script comes only after it.
+        fake.hold("chat.update")
         user.click(first, "Epochs over the fixed dataset")
-        fake.wait_for(lambda f: f.holding("chat.postMessage") == 1, SETTLED_WITHIN_S)
-        posts = len(fake.calls("chat.postMessage"))
+        fake.wait_for(lambda f: f.holding("chat.update") == 1, SETTLED_WITHIN_S)
+        updates = len(fake.calls("chat.update"))
         first.kill()
     assert fake.uploaded_files() == []
-    fake.release("chat.postMessage")
-    fake.wait_for(lambda f: len(f.calls("chat.postMessage")) > posts, SETTLED_WITHIN_S)
+    fake.release("chat.update")
+    fake.wait_for(lambda f: len(f.calls("chat.update")) > updates, SETTLED_WITHIN_S)
     with BotProcess(fake, url, tmp_path):
-        fake.wait_for(lambda f: starting(user.messages(), "What next?") != [], SETTLED_WITHIN_S)
+        fake.wait_for(lambda f: starting(user.messages(), RESULT_CARD_HEAD) != [], SETTLED_WITHIN_S)
     messages = user.messages()
     assert [u.name for u in fake.uploaded_files()] == ["math-solver-001.py"]
-    assert len(starting(messages, "That's every question")) == 1
-    assert len(starting(messages, "What next?")) == 1
-    said = [m.text for m in messages]
-    assert said.index(starting(messages, "That's every question")[0].text) < said.index(
-        "What next?"
+    assert len(starting(messages, RESULT_CARD_HEAD)) == 1
+    last_question = messages[-2]
+    assert "That's every question" in last_question.text and messages[-1].text.startswith(
+        RESULT_CARD_HEAD
     )

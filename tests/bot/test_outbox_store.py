@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy.orm import Session as OrmSession
 
 from assistant import Proposal
-from bot.blocks import PROPOSAL_STEP, proposal_message, text_message
+from bot.blocks import PROPOSAL_STEP, RESULT_STEP, SlackMessage, proposal_message, text_message
 from bot.migrations import BOT_DATABASE
 from bot.outbox import Claimed, Outbox, Settlement
 from bot.slack_records import SlackRecords
-from bot.thread_effects import Ask, Offer, Post, Retire
+from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update
 from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage import migrations
 from storage.database import create_database_engine
@@ -72,6 +72,24 @@ def test_effects_come_out_in_order_one_claim_at_a_time(outbox: Outbox) -> None:
     outbox.delivered(last, "1700000000.000400")
     assert [row.ts for row in outbox.rows(A)] == [None, "1700000000.000300", "1700000000.000400"]
     assert outbox.depth() == 1
+
+
+def test_every_kind_of_effect_comes_out_as_it_went_in(outbox: Outbox) -> None:
+    card = SlackMessage(
+        "Your training script", [{"type": "section", "text": {"type": "mrkdwn", "text": "x"}}]
+    )
+    effects = [
+        Retire("epochs", "2", "That's every question."),
+        Retire(None, "Cancelled"),
+        Update(RESULT_STEP, card, "Your training script: x.py (sha256 0123456789ab)"),
+        Generate(),
+    ]
+    outbox.enqueue(A, effects)
+    came_out = []
+    while (claimed := outbox.claim(A, LEASE)) is not None:
+        came_out.append(claimed.effect)
+        outbox.delivered(claimed, None)
+    assert came_out == effects
 
 
 def test_a_failed_attempt_waits_its_backoff_and_a_dead_workers_claim_is_taken_over(

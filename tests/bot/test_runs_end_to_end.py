@@ -59,10 +59,7 @@ def follow_until_finished(user: SlackUser, timeout: float = 60.0) -> None:
 def finished_wizard(make_bot: BotFactory, fake: FakeSlack, runner_url: str) -> SlackUser:
     user = SlackUser(make_bot(ARTBOT_RUNNER_URL=runner_url, ARTBOT_RUNNER_TOKEN=TOKEN))
     user.command()
-    answer_single_turn_ruler(user)
-    fake.wait_for(
-        lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60
-    )
+    answer_single_turn_ruler(user)  # ends with the result card
     return user
 
 
@@ -80,7 +77,8 @@ def test_an_approved_script_trains_and_its_progress_plot_and_result_reach_the_th
 
     texts = [m.text for m in user.bot_messages()]
     assert any(t.startswith(":rocket: Training started") for t in texts)
-    assert any("Validation at step 2: val/reward = 0.100" in t for t in texts)
+    # Validations go on the status card (updated in place), not into posts of their own.
+    assert not any("Validation at step" in t for t in texts)
     final = next(t for t in texts if "Training finished at step 4" in t)
     assert (
         f"<@{USER_ID}>" in final
@@ -91,7 +89,7 @@ def test_an_approved_script_trains_and_its_progress_plot_and_result_reach_the_th
     assert card is not None and "succeeded" in card.text and "val/reward 0.200" in card.text
     assert not any(b.get("type") == "actions" for b in card.blocks or [])  # no Cancel once finished
     plots = [u for u in fake.uploaded_files() if u.name.endswith("-rewards.png")]
-    assert plots and all(p.content.startswith(b"\x89PNG") for p in plots)
+    assert len(plots) == 1 and plots[0].content.startswith(b"\x89PNG")  # once, at the end
     [job] = [runs.client.job(run.job_id)]
     assert job.state.value == "succeeded"
 
@@ -160,7 +158,12 @@ def test_cancel_from_the_status_card_stops_the_job(
     fake.wait_for(
         lambda f: any("Only <@" in m.text for m in f.ephemerals() if m.ephemeral_to == "U0OTHER")
     )
-    user.click("Cancel")  # the status card is the latest message with a button
+    user.click("Cancel", wait=False)  # the status card is the latest message with a button
+    fake.wait_for(
+        lambda f: any(
+            "Cancelling job" in m.text for m in f.ephemerals() if m.ephemeral_to == USER_ID
+        )
+    )
     follow_until_finished(user)
     [run] = runs_of(user).runs.for_thread(user.key)
     assert run.state == "cancelled"
@@ -211,7 +214,7 @@ def test_a_double_click_on_approve_starts_one_job(
         command=f"{{python}} {STAND_IN} --mode slow {{script}}",
     )
     user = finished_wizard(make_bot, fake, host.base_url)
-    message = next(m for m in reversed(user.bot_messages()) if m.text.startswith("What next?"))
+    message = user.result_cards()[-1]
     element = next(
         e
         for b in message.blocks or []

@@ -19,27 +19,17 @@ def with_buttons(user: SlackUser) -> list[Message]:
     ]
 
 
-def results_offered(user: SlackUser) -> list[Message]:
-    return [m for m in user.bot_messages() if m.text.startswith("What next?")]
-
-
-def finished(user: SlackUser, fake: FakeSlack, results: int = 1) -> None:
-    fake.wait_for(lambda f: len(results_offered(user)) >= results, timeout=60)
-    user.settle()
-
-
 def test_regenerate_takes_the_buttons_off_the_older_script(
     make_bot: BotFactory, fake: FakeSlack
 ) -> None:
     user = SlackUser(make_bot())
     user.command()
     answer_single_turn_ruler(user)
-    finished(user, fake)
 
     user.click("Regenerate", wait=False)  # renders and checks again: seconds on a busy machine
-    finished(user, fake, results=2)
+    user.wait_for_result(count=2)
 
-    older, newer = results_offered(user)
+    older, newer = user.result_cards()
     assert with_buttons(user) == [newer]
     assert "Replaced by the newer script below" in older.text
 
@@ -50,7 +40,6 @@ def test_cancel_after_the_script_keeps_it_and_takes_every_button_away(
     user = SlackUser(make_bot())
     user.command()
     answer_single_turn_ruler(user)
-    finished(user, fake)
 
     user.click("Cancel")
 
@@ -101,9 +90,9 @@ def test_the_dry_run_report_names_the_script_not_the_folder_it_is_in_on_the_host
     user = SlackUser(bot)
     user.command()
     answer_single_turn_ruler(user)
-    fake.wait_for(lambda f: any("Dry run failed" in m.text for m in user.bot_messages()), 60)
+    fake.wait_for(lambda f: "Dry run failed" in user.result_cards()[-1].text, 60)
 
-    report = next(m.text for m in user.bot_messages() if "Dry run failed" in m.text)
+    report = user.result_cards()[-1].text  # the verdict is on the card, updated in place
     assert 'File "math-solver-001.py", line 120' in report
     scripts_dir = bot.settings.artbot_scripts_dir
     assert scripts_dir and scripts_dir not in report
