@@ -10,6 +10,7 @@ the modules inside: those are the wizard's own business and may move.
 """
 
 from flows.answers import MAX_ATTACHMENT_BYTES
+from flows.code_calls import CODE_STEPS, CodeCall, CodeCalls, code_calls
 from flows.engine import MAX_REPLY_CHARS, advance, begin
 from flows.flow import Flow
 from flows.render import RenderError, render_script
@@ -34,6 +35,7 @@ from flows.turns import (
 )
 
 __all__ = [
+    "CODE_STEPS",
     "MAX_ATTACHMENT_BYTES",
     "MAX_REPLY_CHARS",
     "TRAIN_RL",
@@ -42,6 +44,8 @@ __all__ = [
     "Attachment",
     "Cancelled",
     "Choice",
+    "CodeCall",
+    "CodeCalls",
     "Completed",
     "Effect",
     "Flow",
@@ -58,6 +62,7 @@ __all__ = [
     "ValuesMenu",
     "advance",
     "begin",
+    "code_calls",
     "hyperparameters",
     "redact_secrets",
     "render_script",
