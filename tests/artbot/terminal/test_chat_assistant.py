@@ -3,6 +3,7 @@ scripted OpenAI-compatible server on loopback."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from storage import migrations
 from storage.sessions import SessionKey, SessionStore
 from tests.artbot.terminal.test_chat import ROWS_JSON, UP_TO_SCENARIOS, USER, environment
 from tests.fakes.openai_server import FakeOpenAI, Scripted
+from tests.flows.matrix import MATH_ROWS
 
 BIGGER_QWEN = "Qwen/Qwen3-30B-A3B-Instruct-2507"
 ANSWER = "Llama-3.1-8B-Instruct is the smallest of the three: the first to try on a small GPU."
@@ -155,3 +157,76 @@ def test_a_bad_assistant_setting_stops_the_chat_before_it_starts(home: Path) -> 
     assert result.returncode == 2
     assert "artbot chat: Cannot start the assistant:" in result.stderr
     assert "ARTBOT_LLM_TIMEOUT_S" in result.stderr
+
+
+TO_REWARD_LOGIC = [*UP_TO_SCENARIOS, "inline", json.dumps(MATH_ROWS[:3]), "skip", "programmatic"]
+EXACT_REWARD = (
+    "def compute_reward(scenario, answer):\n"
+    "    return 1.0 if answer.strip() == scenario['answer'] else 0.0\n"
+)
+CRASHING = "def compute_reward(scenario, answer):\n    return 1.0 / 0\n"
+
+
+def drafted(code: str) -> Scripted:
+    return Scripted.json({"code": code, "summary": "Exact match with the expected answer."})
+
+
+def test_a_draft_is_used_with_y(home: Path, fake: FakeOpenAI) -> None:
+    fake.script(drafted(EXACT_REWARD))
+
+    result = chat(home, fake, [*TO_REWARD_LOGIC, "draft", "y"])
+
+    out = result.stdout
+    assert result.returncode == 3, result.stderr
+    assert "A draft of the *reward logic* (2 lines):" in out
+    assert "run on 3 scenarios in a sandbox" in out
+    assert "Reply `y` to use it, `edit` to change it, or `again` for another draft." in out
+    assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": EXACT_REWARD}
+
+
+def test_a_draft_drafted_again_then_edited_counts_as_the_edited_code(
+    home: Path, fake: FakeOpenAI
+) -> None:
+    fake.script(drafted(CRASHING), drafted(EXACT_REWARD), drafted(EXACT_REWARD))
+    edited = EXACT_REWARD.replace("1.0 if", "2.0 if")
+
+    result = chat(
+        home,
+        fake,
+        [*TO_REWARD_LOGIC, "draft", "again", "edit", "```", *edited.splitlines(), "```"],
+    )
+
+    out = result.stdout
+    assert result.returncode == 3, result.stderr
+    assert "ZeroDivisionError" in fake.requests[1]["messages"][-1]["content"]
+    assert out.count("A draft of the *reward logic*") == 2  # the crashing one was not shown
+    assert "Here is the draft to edit" in out
+    assert len(fake.requests) == 3  # `draft` (crashing, retried), then `again`
+    assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": edited}
+
+
+def test_a_draft_not_used_is_not_stored(home: Path, fake: FakeOpenAI) -> None:
+    fake.script(drafted(EXACT_REWARD))
+
+    result = chat(home, fake, [*TO_REWARD_LOGIC, "draft", "no"])
+
+    assert result.returncode == 3
+    assert "Not used." in result.stdout
+    assert "reward_logic" not in stored_answers(home)
+
+
+def test_without_a_model_draft_says_the_assistant_is_not_configured(home: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "artbot.cli", "chat", "--no-dryrun"],
+        input="".join(f"{reply}\n" for reply in [*TO_REWARD_LOGIC, "draft"]),
+        cwd=home / "work",
+        env=environment(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert result.returncode == 3
+    assert "The assistant is not configured, so I cannot draft code" in result.stdout
+    assert "reward_logic" not in stored_answers(home)
