@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from assistant import Assistant, Proposal, read_confirmation
+from assistant import DRAFT_WORD, Assistant, Proposal, not_configured, read_confirmation
 from bot.blocks import (
     PROPOSAL_ACCEPT,
     PROPOSAL_HELD,
     PROPOSAL_STEP,
     home_view,
-    proposal_message,
     sections,
     sessions_text,
     text_message,
 )
+from bot.drafts import DRAFT_AGAIN, DRAFT_EDIT, edit_effects, offer_message
 from bot.keyed_locks import KeyedLocks
 from bot.outbox import Outbox
 from bot.script_results import ScriptResults
@@ -246,10 +246,11 @@ class WizardService:
                 assisted = self.assistant.respond(flow, session, reply, user)
                 turn, proposal = assisted.turn, assisted.proposal
             else:
-                turn = advance(flow, session, reply)
+                unassisted = not_configured(flow, session, reply) if not self.assistant else None
+                turn = unassisted or advance(flow, session, reply)
             effects = [*first, *turn_effects(turn)]
             if proposal is not None:
-                effects.append(Offer(proposal, proposal_message(proposal)))
+                effects.append(Offer(proposal, offer_message(proposal)))
             if turn.session == session:  # nothing changed: nothing to save
                 if asked_model and self._moved_on(key, session):
                     # Saved meanwhile (the model took a while): what it said is about a
@@ -313,14 +314,28 @@ class WizardService:
         message_ts: str | None,
         delivery_id: str | None,
     ) -> None:
-        """Accept (the proposal goes through the engine exactly as if typed, stale question
-        checked there) or Re-answer (the open question again), for the owner only. Both take
+        """Accept / Use it (the proposal goes through the engine exactly as if typed, stale
+        question checked there), Re-answer (the open question again), a draft's Edit (its code
+        to change and send back) or Draft again (another draft), for the owner only. Each takes
         the proposals' buttons away."""
         stored = self._clicked_by_owner(client, key, user, delivery_id, "answer this wizard")
         if stored is None:
             return
         if stored.expired:
             self.poster.post_text(client, key, EXPIRED)
+            return
+        if action == DRAFT_AGAIN:
+            again = Retire(PROPOSAL_STEP, "Not used: drafting again")
+            with self._locks.hold(key):
+                current = self.store.get(key) or stored
+                self._advance_and_save(
+                    key, current, Reply(text=DRAFT_WORD), user=user, first=[again]
+                )
+            return
+        if action == DRAFT_EDIT:
+            draft = self._proposal_in(key, value, message_ts)
+            if draft is not None:
+                self.outbox.enqueue(key, edit_effects(draft))
             return
         if action != PROPOSAL_ACCEPT:
             with self._locks.hold(key):
