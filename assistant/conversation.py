@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.budget import Budget
-from assistant.drafts import is_draft_request, write_draft
+from assistant.drafts import AskModel, is_draft_request, write_draft
 from assistant.knowledge import open_question
 from assistant.model import ChatMessage, ChatModel, ModelUnavailable, read_json_object
 from assistant.prompts import (
@@ -25,6 +25,7 @@ from assistant.prompts import (
     understanding_schema,
 )
 from assistant.proposals import Proposal, trial
+from assistant.recommendations import recommend_ahead, should_recommend
 from assistant.sandbox import Limits
 from assistant.tool_offer import tool_code_in, tools_summary
 from flows import (
@@ -112,6 +113,8 @@ class Assistant:
         ):
             return Assisted(self._answer(flow, session, question, text, user))
         turn = advance(flow, session, reply)
+        if should_recommend(flow, session, turn):
+            return Assisted(recommend_ahead(self._asker(user), flow, turn))
         if question is None or not _refused(turn, session) or reply.value is not None:
             return Assisted(turn)
         if _has_secret(text) or any(_has_secret(_decoded(a.content)) for a in reply.attachments):
@@ -129,11 +132,16 @@ class Assistant:
     def draft(self, flow: Flow, session: Session, question: Question, user: str) -> Assisted:
         """A checked draft of the open code question's answer, offered as a proposal."""
 
+        turn, proposal = write_draft(self._asker(user), flow, session, question, self.sandbox)
+        return Assisted(turn, proposal)
+
+    def _asker(self, user: str) -> AskModel:
+        """One model call on `user`'s budget, as the drafts and recommendations make them."""
+
         def ask(messages: list[ChatMessage], schema: dict[str, Any] | None, tokens: int) -> str:
             return self._call(user, messages, schema, tokens)
 
-        turn, proposal = write_draft(ask, flow, session, question, self.sandbox)
-        return Assisted(turn, proposal)
+        return ask
 
     def _answer(
         self, flow: Flow, session: Session, question: Question, asked: str, user: str

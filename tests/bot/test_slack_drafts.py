@@ -11,7 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests.bot.conftest import BotFactory, SlackUser
-from tests.bot.test_slack_assistant import ROWS, buttons_of, now_shown, proposals, stored_answers
+from tests.bot.test_slack_assistant import (
+    NO_ADVICE,
+    ROWS,
+    buttons_of,
+    now_shown,
+    proposals,
+    stored_answers,
+)
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 
 EXACT_REWARD = (
@@ -43,7 +50,9 @@ def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
     )
     owner = SlackUser(bot)
     owner.command()
+    model.script(NO_ADVICE)
     to_the_reward_code(owner)
+    model.requests.clear()
     return owner
 
 

@@ -65,6 +65,10 @@ def stored_answers(home: Path) -> dict[str, object]:
         store.close()
 
 
+NO_ADVICE = Scripted.json({"recommendations": []})
+"""The reply to the recommendations asked for once the scenarios are given: none."""
+
+
 def reading(value: str, reason: str) -> Scripted:
     return Scripted.json({"understood": True, "value": value, "reason": reason})
 
@@ -73,6 +77,7 @@ def test_questions_answered_free_text_confirmed_and_the_script_written(
     home: Path, fake: FakeOpenAI
 ) -> None:
     fake.script(
+        NO_ADVICE,
         reading("held_out", "Keep some scenarios back for validation."),
         reading("0.2", "A fifth is 0.2."),
         Scripted.text(ANSWER),
@@ -121,7 +126,7 @@ def test_questions_answered_free_text_confirmed_and_the_script_written(
     script = home / "work" / "chat-assist-001.py"
     assert script.is_file()
     assert BIGGER_QWEN in script.read_text()
-    assert fake.unused == 0 and len(fake.requests) == 5
+    assert fake.unused == 0 and len(fake.requests) == 6
     answers = stored_answers(home)
     assert answers["val_fraction"] == 0.2
     assert answers["base_model"] == BIGGER_QWEN
@@ -172,7 +177,7 @@ def drafted(code: str) -> Scripted:
 
 
 def test_a_draft_is_used_with_y(home: Path, fake: FakeOpenAI) -> None:
-    fake.script(drafted(EXACT_REWARD))
+    fake.script(NO_ADVICE, drafted(EXACT_REWARD))
 
     result = chat(home, fake, [*TO_REWARD_LOGIC, "draft", "y"])
 
@@ -187,7 +192,7 @@ def test_a_draft_is_used_with_y(home: Path, fake: FakeOpenAI) -> None:
 def test_a_draft_drafted_again_then_edited_counts_as_the_edited_code(
     home: Path, fake: FakeOpenAI
 ) -> None:
-    fake.script(drafted(CRASHING), drafted(EXACT_REWARD), drafted(EXACT_REWARD))
+    fake.script(NO_ADVICE, drafted(CRASHING), drafted(EXACT_REWARD), drafted(EXACT_REWARD))
     edited = EXACT_REWARD.replace("1.0 if", "2.0 if")
 
     result = chat(
@@ -198,15 +203,15 @@ def test_a_draft_drafted_again_then_edited_counts_as_the_edited_code(
 
     out = result.stdout
     assert result.returncode == 3, result.stderr
-    assert "ZeroDivisionError" in fake.requests[1]["messages"][-1]["content"]
+    assert "ZeroDivisionError" in fake.requests[2]["messages"][-1]["content"]
     assert out.count("A draft of the *reward logic*") == 2  # the crashing one was not shown
     assert "Here is the draft to edit" in out
-    assert len(fake.requests) == 3  # `draft` (crashing, retried), then `again`
+    assert len(fake.requests) == 4  # advice, `draft` (crashing, retried), then `again`
     assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": edited}
 
 
 def test_a_draft_not_used_is_not_stored(home: Path, fake: FakeOpenAI) -> None:
-    fake.script(drafted(EXACT_REWARD))
+    fake.script(NO_ADVICE, drafted(EXACT_REWARD))
 
     result = chat(home, fake, [*TO_REWARD_LOGIC, "draft", "no"])
 
