@@ -65,12 +65,20 @@ def should_recommend(flow: Flow, before: Session, turn: Turn) -> bool:
 
 
 def candidates(flow: Flow, session: Session) -> dict[str, tuple[str, ...]]:
-    """The advised questions not answered yet, with the option values each may take."""
+    """The advised questions not answered yet that may still be asked, with the option values
+    each may take."""
     found: dict[str, tuple[str, ...]] = {}
+    answers = session.answers
     for step_id in ADVISED_STEPS:
         step = flow.step(step_id)
-        if step_id in session.answers or not isinstance(step, Choice) or step.options_from:
+        if step_id in answers or not isinstance(step, Choice) or step.options_from:
             continue
+        if (
+            step.when is not None
+            and not step.when(answers)
+            and set(step.when.reads()) <= set(answers)
+        ):
+            continue  # never asked on the branch the answers took
         found[step_id] = tuple(o.value for o in step.options if o.explain is None)
     return found
 

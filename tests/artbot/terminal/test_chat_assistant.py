@@ -235,3 +235,29 @@ def test_without_a_model_draft_says_the_assistant_is_not_configured(home: Path) 
     assert result.returncode == 3
     assert "The assistant is not configured, so I cannot draft code" in result.stdout
     assert "reward_logic" not in stored_answers(home)
+
+
+def test_a_recommendation_is_shown_in_the_terminal_and_picked_by_its_number(
+    home: Path, fake: FakeOpenAI
+) -> None:
+    checkable = "The answers are exact numbers, which code can check."
+    fake.script(
+        Scripted.json(
+            {
+                "recommendations": [
+                    {"step": "reward", "value": "programmatic", "reason": checkable},
+                    {"step": "reward", "value": "best", "reason": "Not an option."},
+                    {"step": "uses_tools", "value": "yes", "reason": "Single-turn: never asked."},
+                ]
+            }
+        )
+    )
+
+    result = chat(home, fake, [*TO_REWARD_LOGIC[:-1], "1"])
+
+    out = result.stdout
+    assert result.returncode == 3, result.stderr
+    assert "I will recommend answers for: reward." in out
+    assert f"The assistant recommends this: {checkable} Please confirm." in out
+    assert "1. Programmatic (recommended)" in out
+    assert stored_answers(home)["reward"] == "programmatic"
