@@ -25,7 +25,12 @@ from assistant.prompts import (
     understanding_schema,
 )
 from assistant.proposals import Proposal, trial
-from assistant.recommendations import recommend_ahead, should_recommend
+from assistant.recommendations import (
+    agent_code_in,
+    recommend_ahead,
+    recommend_from_code,
+    should_recommend,
+)
 from assistant.sandbox import Limits
 from assistant.tool_offer import tool_code_in, tools_summary
 from flows import (
@@ -102,6 +107,9 @@ class Assistant:
         question = open_question(flow, session)
         if question is not None and is_draft_request(flow, session, reply):
             return self.draft(flow, session, question, user)
+        agent_code = agent_code_in(flow, session, reply) if question is not None else None
+        if agent_code is not None and not _has_secret(agent_code):
+            return Assisted(recommend_from_code(self._asker(user), flow, session, agent_code))
         text = reply.text.strip()
         plain_text = reply.value is None and not reply.attachments
         if (

@@ -17,7 +17,7 @@ from flows.render import RenderError, render_script
 from flows.replay import AnswersError, replay
 from flows.secrets import redact_secrets
 from flows.session import Session
-from flows.steps import Attachment, Choice, InvalidAnswer, ValuesMenu
+from flows.steps import Attachment, Choice, InvalidAnswer, Text, ValuesMenu
 from flows.tool_schemas import tool_schemas_from_code
 from flows.train_rl import TRAIN_RL, hyperparameters
 from flows.turns import (
@@ -58,6 +58,7 @@ __all__ = [
     "RenderError",
     "Reply",
     "Session",
+    "Text",
     "Turn",
     "ValuesMenu",
     "advance",

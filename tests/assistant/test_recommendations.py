@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from assistant import Assistant
-from flows import TRAIN_RL, Notice, Reply, Session, advance
+from flows import TRAIN_RL, Attachment, Notice, Reply, Session, advance
 from tests.assistant.conftest import USER, open_step, question_of, session_after
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.flows.matrix import MATH_ROWS
@@ -130,3 +130,67 @@ def test_advice_survives_the_session_store_format() -> None:
     )
     assert Session.from_json(session.to_json()) == session
     assert "advice" not in Session.start(TRAIN_RL.id).to_json()  # unchanged without it
+
+
+AGENT = b'''"""Our docs agent: searches a fixed snapshot of the docs, then answers."""
+
+def search_docs(query: str) -> list[str]:
+    """Search the docs snapshot.
+
+    Args:
+        query: words to look for.
+    """
+    return [page for page in PAGES if query in page]
+
+
+def final_answer(answer: str) -> str:
+    """Give the final answer."""
+    return answer
+'''
+
+
+def test_an_agent_file_dropped_at_a_choice_gives_recommendations_for_it_and_ahead(
+    assistant: Assistant, fake: FakeOpenAI
+) -> None:
+    replayable = "The tools only read a fixed docs snapshot, so episodes can be replayed."
+    fake.script(
+        advice(
+            ("replayable", "yes", replayable),
+            ("uses_tools", "yes", "It calls search_docs."),
+            ("turns", "several", "Not an option."),
+        )
+    )
+    session = session_after([])
+    upload = Reply(attachments=(Attachment("agent.py", AGENT),))
+
+    assisted = assistant.respond(TRAIN_RL, session, upload, USER)
+
+    after = assisted.turn.session
+    assert after.answers == {}  # nothing answered: the same question, with advice
+    assert set(after.advice) == {"replayable", "uses_tools"}
+    asked = question_of(assisted.turn.messages)
+    assert asked.step_id == "replayable"
+    assert f"The assistant recommends this: {replayable} Please confirm." in asked.text
+    assert asked.options[0].value == "yes" and asked.options[0].recommended
+    said = "\n".join(m.text for m in assisted.turn.messages if isinstance(m, Notice))
+    assert "From your code, I will recommend answers for: replayability, tool use." in said
+    (request,) = fake.requests
+    assert "def search_docs(query: str)" in request["messages"][0]["content"]
+    assert advance(TRAIN_RL, after, Reply(text="1")).session.answers == {"replayable": "yes"}
+
+
+def test_a_py_file_at_a_question_that_takes_one_is_its_answer(
+    assistant: Assistant, fake: FakeOpenAI
+) -> None:
+    fake.script(advice())  # the advice asked for once the scenarios are given
+    session = give_scenarios(assistant, session_after(AT_SCENARIOS))[0]
+    session = advance(TRAIN_RL, session, Reply(text="skip")).session
+    session = advance(TRAIN_RL, session, Reply(text="programmatic")).session
+    reward = b"def compute_reward(scenario, answer):\n    return 1.0\n"
+
+    assisted = assistant.respond(
+        TRAIN_RL, session, Reply(attachments=(Attachment("reward.py", reward),)), USER
+    )
+
+    assert assisted.turn.session.answers["reward_logic"]["kind"] == "function"
+    assert len(fake.requests) == 1
