@@ -8,9 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.assistant.test_recommendations import AGENT
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_slack_assistant import ROWS, buttons_of, stored_answers
 from tests.fakes.openai_server import FakeOpenAI, Scripted
+from tests.fakes.slack_requests import event_callback, file_share_event
+from tests.fakes.workspace import CHANNEL_ID, USER_ID
 
 CHECKABLE = "The answers are exact numbers, which code can check."
 
@@ -72,3 +75,39 @@ def test_a_recommendation_is_shown_on_its_question_and_counts_only_when_picked(
 
     assert stored_answers(user)["reward"] == "programmatic"
     assert len(model.requests) == 1
+
+
+def test_an_agent_file_dropped_in_the_thread_gives_recommendations(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    replayable = "The tools only read a fixed docs snapshot, so episodes can be replayed."
+    model.script(
+        Scripted.json(
+            {
+                "recommendations": [
+                    {"step": "replayable", "value": "yes", "reason": replayable},
+                    {"step": "replayable", "value": "maybe", "reason": "Not an option."},
+                ]
+            }
+        )
+    )
+    agent = user.fake.add_user_file("agent.py", AGENT)
+    count = len(user.bot_messages())
+
+    user.bot.dispatch(
+        event_callback(
+            file_share_event([agent], channel=CHANNEL_ID, user=USER_ID, thread_ts=user.thread)
+        )
+    )
+
+    user.fake.wait_for(lambda f: len(user.bot_messages()) > count)
+    user.settle()
+    question = user.open_question()
+    assert f"The assistant recommends this: {replayable} Please confirm." in question.text
+    assert buttons_of(question)[0] == "1. Episodes can be recreated (recommended)"
+    assert stored_answers(user) == {}
+    assert "def search_docs" in model.requests[0]["messages"][0]["content"]
+
+    user.click("Episodes can be recreated")
+
+    assert stored_answers(user) == {"replayable": "yes"}

@@ -15,6 +15,7 @@ from bot.migrations import BOT_DATABASE
 from storage import migrations
 from storage.sessions import SessionKey, SessionStore
 from tests.artbot.terminal.test_chat import ROWS_JSON, UP_TO_SCENARIOS, USER, environment
+from tests.assistant.test_recommendations import AGENT
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.flows.matrix import MATH_ROWS
 
@@ -261,3 +262,25 @@ def test_a_recommendation_is_shown_in_the_terminal_and_picked_by_its_number(
     assert f"The assistant recommends this: {checkable} Please confirm." in out
     assert "1. Programmatic (recommended)" in out
     assert stored_answers(home)["reward"] == "programmatic"
+
+
+def test_an_agent_file_sent_with_slash_file_gives_recommendations(
+    home: Path, fake: FakeOpenAI
+) -> None:
+    agent = home / "work" / "agent.py"
+    agent.write_bytes(AGENT)
+    replayable = "The tools only read a fixed docs snapshot, so episodes can be replayed."
+    fake.script(
+        Scripted.json(
+            {"recommendations": [{"step": "replayable", "value": "yes", "reason": replayable}]}
+        )
+    )
+
+    result = chat(home, fake, [f"/file {agent}", "1"])
+
+    out = result.stdout
+    assert result.returncode == 3, result.stderr
+    assert "From your code, I will recommend answers for: replayability." in out
+    assert f"The assistant recommends this: {replayable} Please confirm." in out
+    assert "1. Episodes can be recreated (recommended)" in out
+    assert stored_answers(home) == {"replayable": "yes"}
