@@ -325,9 +325,15 @@ class WizardService:
             self.poster.post_text(client, key, EXPIRED)
             return
         if action == DRAFT_AGAIN:
-            again = Retire(PROPOSAL_STEP, "Not used: drafting again")
             with self._locks.hold(key):
                 current = self.store.get(key) or stored
+                step = FLOWS[current.session.flow].next_step(current.session.answers)
+                if step is None or step.id != value:  # its question was answered meanwhile
+                    self.poster.ephemeral(
+                        client, key, user, "That draft's question was answered: not drafted again."
+                    )
+                    return
+                again = Retire(PROPOSAL_STEP, "Not used: drafting again")
                 self._advance_and_save(
                     key, current, Reply(text=DRAFT_WORD), user=user, first=[again]
                 )

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bot.drafts import DRAFT_AGAIN
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_slack_assistant import (
     NO_ADVICE,
@@ -20,6 +21,8 @@ from tests.bot.test_slack_assistant import (
     stored_answers,
 )
 from tests.fakes.openai_server import FakeOpenAI, Scripted
+from tests.fakes.slack_requests import block_actions
+from tests.fakes.workspace import USER_ID
 
 EXACT_REWARD = (
     "def compute_reward(scenario, answer):\n"
@@ -167,3 +170,23 @@ def test_without_a_model_draft_says_the_assistant_is_not_configured(
     )
     assert "reward_logic" not in stored_answers(owner)
     assert owner.asked() == "reward_logic"
+
+
+def test_a_late_draft_again_after_the_question_was_answered_does_nothing(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(drafted(EXACT_REWARD))
+    user.reply("draft")
+    (offer,) = proposals(user)
+    user.reply(f"```\n{EXACT_REWARD}```")  # answered by typing instead
+    answers = stored_answers(user)
+    assert answers["reward_logic"] == {"kind": "function", "code": EXACT_REWARD}
+
+    late = block_actions(
+        DRAFT_AGAIN, "reward_logic", message_ts=offer.ts, user_id=USER_ID, message=offer.to_slack()
+    )
+    assert user.bot.dispatch(late) == 200
+    user.fake.wait_for(lambda f: any("not drafted again" in m.text for m in f.ephemerals()))
+
+    assert stored_answers(user) == answers
+    assert len(model.requests) == 1  # no second draft for a question that is gone
