@@ -1,7 +1,8 @@
 """The assistant: a language model (through the `openai` package, against any
 OpenAI-compatible server) in front of the wizard's engine. It answers questions, proposes a
-reading of free text and tool schemas from tool code; the engine validates every proposal and
-the user confirms it before it counts. Off unless `ARTBOT_LLM_MODEL` is set.
+reading of free text, tool schemas from tool code and drafts of code (`draft`, tried in a sandbox
+first); the engine validates every proposal and the user confirms it before it counts. Off
+unless `ARTBOT_LLM_MODEL` is set.
 
     assistant = assistant_from_environment(os.environ)   # None: no model configured
     assisted = assistant.respond(TRAIN_RL, session, reply, user="U1")
@@ -15,21 +16,25 @@ from assistant.budget import Budget
 from assistant.conversation import (
     Assistant,
     Assisted,
-    Proposal,
     is_question,
     read_confirmation,
 )
+from assistant.drafts import DRAFT_WORD, not_configured
 from assistant.model import ChatModel, Completion, ModelUnavailable, OpenAIChatModel
+from assistant.proposals import Proposal
+from assistant.sandbox import Limits
 from assistant.settings import AssistantSettings, load_assistant_settings
 from config.from_environment import SettingsError
 
 __all__ = [
+    "DRAFT_WORD",
     "Assistant",
     "AssistantSettings",
     "Assisted",
     "Budget",
     "ChatModel",
     "Completion",
+    "Limits",
     "ModelUnavailable",
     "OpenAIChatModel",
     "Proposal",
@@ -38,6 +43,7 @@ __all__ = [
     "assistant_from_environment",
     "is_question",
     "load_assistant_settings",
+    "not_configured",
     "read_confirmation",
 ]
 

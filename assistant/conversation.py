@@ -11,10 +11,11 @@ is sent through the engine exactly as if typed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.budget import Budget
+from assistant.drafts import AskModel, is_draft_request, write_draft
 from assistant.knowledge import open_question
 from assistant.model import ChatMessage, ChatModel, ModelUnavailable, read_json_object
 from assistant.prompts import (
@@ -23,9 +24,16 @@ from assistant.prompts import (
     understanding_messages,
     understanding_schema,
 )
+from assistant.proposals import Proposal, trial
+from assistant.recommendations import (
+    agent_code_in,
+    recommend_ahead,
+    recommend_from_code,
+    should_recommend,
+)
+from assistant.sandbox import Limits
 from assistant.tool_offer import tool_code_in, tools_summary
 from flows import (
-    Answered,
     Flow,
     InvalidAnswer,
     Notice,
@@ -55,45 +63,6 @@ READABLE = frozenset({"choice", "text", "number", "path"})
 """Questions whose free-text replies the model may read; code and data (json) are not guessed."""
 ACCEPT_WORDS = frozenset({"yes", "y", "accept", "ok", "use it"})
 REJECT_WORDS = frozenset({"no", "n", "re-answer", "reanswer"})
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """An answer the assistant read from a reply, waiting for the user's yes."""
-
-    step_id: str
-    reply_text: str
-    """Sent through the engine as if typed, once accepted."""
-    shown: str
-    """The answer as the engine shows it back."""
-    reason: str
-
-    @property
-    def text(self) -> str:
-        """What the user is asked to confirm."""
-        reason = f"\n{self.reason}" if self.reason else ""
-        return f"I read that as: *{self.shown}*.{reason}\nUse it?"
-
-    def to_json(self) -> str:
-        """The proposal as an edge carries it until the user decides (a Slack button's value
-        holds at most 2,000 characters: a longer one is kept server-side)."""
-        return json.dumps(
-            {"step": self.step_id, "text": self.reply_text, "shown": self.shown, "why": self.reason}
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> Proposal:
-        """The proposal `to_json` wrote; ValueError for anything else (a forged value)."""
-        data = json.loads(text)
-        fields = ("step", "text", "shown", "why")
-        if not isinstance(data, dict) or any(not isinstance(data.get(f), str) for f in fields):
-            raise ValueError("not a proposal")
-        return cls(data["step"], data["text"], data["shown"], data["why"])
-
-    def as_reply(self) -> Reply:
-        """The accepted proposal, as the reply the engine receives (refused as stale if the
-        question has moved on meanwhile)."""
-        return Reply(text=self.reply_text, step_id=self.step_id)
 
 
 @dataclass(frozen=True)
@@ -129,10 +98,18 @@ class Assistant:
 
     model: ChatModel
     budget: Budget
+    sandbox: Limits = field(default_factory=Limits)
+    """Where drafts are tried before they are offered."""
 
     def respond(self, flow: Flow, session: Session, reply: Reply, user: str) -> Assisted:
-        """The turn for `reply`: the engine's, or an answer to a question, or a proposal."""
+        """The turn for `reply`: the engine's, or an answer to a question, or a proposal (a
+        reading of the reply, or a draft of code when the reply is `draft`)."""
         question = open_question(flow, session)
+        if question is not None and is_draft_request(flow, session, reply):
+            return self.draft(flow, session, question, user)
+        agent_code = agent_code_in(flow, session, reply) if question is not None else None
+        if agent_code is not None and not _has_secret(agent_code):
+            return Assisted(recommend_from_code(self._asker(user), flow, session, agent_code))
         text = reply.text.strip()
         plain_text = reply.value is None and not reply.attachments
         if (
@@ -144,6 +121,8 @@ class Assistant:
         ):
             return Assisted(self._answer(flow, session, question, text, user))
         turn = advance(flow, session, reply)
+        if should_recommend(flow, session, turn):
+            return Assisted(recommend_ahead(self._asker(user), flow, turn))
         if question is None or not _refused(turn, session) or reply.value is not None:
             return Assisted(turn)
         if _has_secret(text) or any(_has_secret(_decoded(a.content)) for a in reply.attachments):
@@ -162,6 +141,20 @@ class Assistant:
         ):
             return Assisted(turn)  # an empty reply (Enter) has nothing for the model to read
         return self._understand(flow, session, question, turn, text, user)
+
+    def draft(self, flow: Flow, session: Session, question: Question, user: str) -> Assisted:
+        """A checked draft of the open code question's answer, offered as a proposal."""
+
+        turn, proposal = write_draft(self._asker(user), flow, session, question, self.sandbox)
+        return Assisted(turn, proposal)
+
+    def _asker(self, user: str) -> AskModel:
+        """One model call on `user`'s budget, as the drafts and recommendations make them."""
+
+        def ask(messages: list[ChatMessage], schema: dict[str, Any] | None, tokens: int) -> str:
+            return self._call(user, messages, schema, tokens)
+
+        return ask
 
     def _answer(
         self, flow: Flow, session: Session, question: Question, asked: str, user: str
@@ -206,7 +199,7 @@ class Assistant:
             return Assisted(_with_note(refused, _note(str(why))))
         value = value.strip()
         reason = _clip(redact_secrets(reason), 300)
-        proposal = _trial(flow, session, question.step_id, value, reason)
+        proposal = trial(flow, session, question.step_id, value, reason)
         if proposal is None or len(value) > MAX_PROPOSED_CHARS:
             read_as = _clip(redact_secrets(value), 80)
             note = f"(The assistant read it as “{read_as}”, which is not a valid answer either.)"
@@ -234,21 +227,10 @@ def _offer_tools(flow: Flow, session: Session, refused: Turn, code: str) -> Assi
         schemas = tool_schemas_from_code(code)
     except InvalidAnswer as error:
         return Assisted(_with_note(refused, Notice(f"(Reading it as tool code: {error})")))
-    proposal = _trial(flow, session, TOOLS_STEP, json.dumps(schemas), tools_summary(schemas))
+    proposal = trial(flow, session, TOOLS_STEP, json.dumps(schemas), tools_summary(schemas))
     if proposal is None:
         return Assisted(refused)
     return Assisted(Turn(session), proposal)
-
-
-def _trial(flow: Flow, session: Session, step_id: str, value: str, reason: str) -> Proposal | None:
-    """`value` as a proposal if the engine, given it as a typed reply, answers `step_id` with it."""
-    trial = advance(flow, session, Reply(text=value, step_id=step_id))
-    answered = next(
-        (e for e in trial.effects if isinstance(e, Answered) and e.step_id == step_id), None
-    )
-    if answered is None:
-        return None
-    return Proposal(step_id, value, answered.shown, reason)
 
 
 def _refused(turn: Turn, session: Session) -> bool:

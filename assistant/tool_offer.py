@@ -22,7 +22,7 @@ def tool_code_in(reply: Reply) -> str | None:
             return content.decode("utf-8")
         except UnicodeDecodeError:
             return None
-    text = _unfenced(reply.text)
+    text = unfenced(reply.text)
     try:
         module = ast.parse(text)
     except SyntaxError:
@@ -55,7 +55,7 @@ def _type_name(schema: dict[str, Any]) -> str:
     return str(kind)
 
 
-def _unfenced(text: str) -> str:
+def unfenced(text: str) -> str:
     stripped = text.strip()
     if stripped.startswith("```") and stripped.endswith("```") and len(stripped) >= 6:
         first, _, rest = stripped[3:-3].partition("\n")

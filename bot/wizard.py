@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from assistant import Assistant, Proposal, read_confirmation
+from assistant import DRAFT_WORD, Assistant, Proposal, not_configured, read_confirmation
 from bot.blocks import (
     PROPOSAL_ACCEPT,
     PROPOSAL_HELD,
     PROPOSAL_STEP,
-    proposal_message,
     sections,
     sessions_text,
     text_message,
 )
+from bot.drafts import DRAFT_AGAIN, DRAFT_EDIT, edit_effects, offer_message
 from bot.home import home_view
 from bot.installations import Workspaces
 from bot.keyed_locks import KeyedLocks
@@ -254,10 +254,11 @@ class WizardService:
                 assisted = self.assistant.respond(flow, session, reply, user)
                 turn, proposal = assisted.turn, assisted.proposal
             else:
-                turn = advance(flow, session, reply)
+                unassisted = not_configured(flow, session, reply) if not self.assistant else None
+                turn = unassisted or advance(flow, session, reply)
             effects = [*first, *turn_effects(turn)]
             if proposal is not None:
-                effects.append(Offer(proposal, proposal_message(proposal)))
+                effects.append(Offer(proposal, offer_message(proposal)))
             if turn.session == session:  # nothing changed: nothing to save
                 if asked_model and self._moved_on(key, session):
                     # Saved meanwhile (the model took a while): what it said is about a
@@ -328,14 +329,34 @@ class WizardService:
         message_ts: str | None,
         delivery_id: str | None,
     ) -> None:
-        """Accept (the proposal goes through the engine exactly as if typed, stale question
-        checked there) or Re-answer (the open question again), for the owner only. Both take
+        """Accept / Use it (the proposal goes through the engine exactly as if typed, stale
+        question checked there), Re-answer (the open question again), a draft's Edit (its code
+        to change and send back) or Draft again (another draft), for the owner only. Each takes
         the proposals' buttons away."""
         stored = self._clicked_by_owner(client, key, user, delivery_id, "answer this wizard")
         if stored is None:
             return
         if stored.expired:
             self._say(key, self._ended(stored))
+            return
+        if action == DRAFT_AGAIN:
+            with self._locks.hold(key):
+                current = self.store.get(key) or stored
+                step = FLOWS[current.session.flow].next_step(current.session.answers)
+                if step is None or step.id != value:  # its question was answered meanwhile
+                    self.poster.ephemeral(
+                        client, key, user, "That draft's question was answered: not drafted again."
+                    )
+                    return
+                again = Retire(PROPOSAL_STEP, "Not used: drafting again")
+                self._advance_and_save(
+                    key, current, Reply(text=DRAFT_WORD), user=user, first=[again]
+                )
+            return
+        if action == DRAFT_EDIT:
+            draft = self._proposal_in(key, value, message_ts)
+            if draft is not None:
+                self.outbox.enqueue(key, edit_effects(draft))
             return
         if action != PROPOSAL_ACCEPT:
             with self._locks.hold(key):

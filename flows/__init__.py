@@ -10,13 +10,14 @@ the modules inside: those are the wizard's own business and may move.
 """
 
 from flows.answers import MAX_ATTACHMENT_BYTES
+from flows.code_calls import CODE_STEPS, CodeCall, CodeCalls, code_calls
 from flows.engine import MAX_REPLY_CHARS, advance, begin
 from flows.flow import Flow
 from flows.render import RenderError, render_script
 from flows.replay import AnswersError, replay
 from flows.secrets import redact_secrets
 from flows.session import Session
-from flows.steps import Attachment, Choice, InvalidAnswer, ValuesMenu
+from flows.steps import Attachment, Choice, InvalidAnswer, Text, ValuesMenu
 from flows.tool_schemas import tool_schemas_from_code
 from flows.train_rl import TRAIN_RL, hyperparameters
 from flows.turns import (
@@ -37,6 +38,7 @@ from flows.turns import (
 )
 
 __all__ = [
+    "CODE_STEPS",
     "EDIT_MENU",
     "MAX_ATTACHMENT_BYTES",
     "MAX_REPLY_CHARS",
@@ -46,6 +48,8 @@ __all__ = [
     "Attachment",
     "Cancelled",
     "Choice",
+    "CodeCall",
+    "CodeCalls",
     "Completed",
     "EditMenu",
     "Effect",
@@ -60,10 +64,12 @@ __all__ = [
     "RenderError",
     "Reply",
     "Session",
+    "Text",
     "Turn",
     "ValuesMenu",
     "advance",
     "begin",
+    "code_calls",
     "hyperparameters",
     "redact_secrets",
     "render_script",

@@ -44,7 +44,7 @@ def read_answer(step: Choice | Text, session: Session, reply: Reply) -> Any:
 
 
 def _read_choice(step: Choice, session: Session, reply: Reply) -> Any:
-    options = displayed_options(step, session.answers)
+    options = displayed_options(step, session.answers, session.advice.get(step.id))
     picked: Option | None = None
     if reply.value is not None:
         picked = next(

@@ -33,8 +33,13 @@ def question(flow: Flow, session: Session, step: AnyStep) -> Question:
     text += shown_example(step)
     hint = ""
     if isinstance(step, Choice):
-        options = displayed_options(step, session.answers)
-        if step.recommend_reason is not None and any(o.recommended for o in options):
+        options = displayed_options(step, session.answers, session.advice.get(step.id))
+        advised = advice_value(step, session.answers, session.advice.get(step.id))
+        if advised is not None:
+            reason = session.advice[step.id].get("reason", "").strip()
+            why = f": {reason.rstrip('.')}." if reason else "."
+            text += f"\nThe assistant recommends this{why} Please confirm."
+        elif step.recommend_reason is not None and any(o.recommended for o in options):
             text += "\n" + step.recommend_reason(session.answers)
         if step.other_hint:
             hint = step.other_hint
@@ -117,9 +122,25 @@ def menu_values(step: ValuesMenu, session: Session) -> dict[str, Any]:
     return step.values({**session.answers, step.id: session.draft})
 
 
-def displayed_options(step: Choice, answers: Mapping[str, Any]) -> tuple[OptionView, ...]:
-    """The options as shown: the recommended one first and marked, then the rest in order."""
-    recommended = step.recommend(answers) if step.recommend is not None else None
+def advice_value(
+    step: Choice, answers: Mapping[str, Any], advice: Mapping[str, str] | None
+) -> str | None:
+    """The option the assistant recommended for `step`, if it is still one of its options."""
+    if advice is None:
+        return None
+    value = advice.get("value")
+    offered = {o.value for o in step.options_for(answers) if o.explain is None}
+    return value if value in offered else None
+
+
+def displayed_options(
+    step: Choice, answers: Mapping[str, Any], advice: Mapping[str, str] | None = None
+) -> tuple[OptionView, ...]:
+    """The options as shown: the recommended one first and marked (the assistant's advice, or
+    else the step's own rule), then the rest in order."""
+    recommended = advice_value(step, answers, advice)
+    if recommended is None and step.recommend is not None:
+        recommended = step.recommend(answers)
     ordered = sorted(step.options_for(answers), key=lambda o: o.value != recommended)
     return tuple(
         OptionView(

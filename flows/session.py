@@ -29,6 +29,9 @@ class Session:
     draft: Mapping[str, Any] = field(default_factory=dict)
     """On a ValuesMenu step: the values changed so far, stored as the answer on `done`."""
     shown_notes: frozenset[str] = frozenset()
+    advice: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Recommendations for questions ahead (the assistant's): step id -> {"value", "reason"}.
+    A question with advice shows that option as recommended, with the reason; never an answer."""
     status: SessionStatus = "active"
     revision: int = 0
     """Increases with every change; stores use it to refuse a stale write."""
@@ -44,21 +47,22 @@ class Session:
     def to_json(self) -> str:
         """The session as JSON; answers keep their keys in the order given (a scenario's or a
         tool schema's fields are printed into the script as the user wrote them)."""
-        return json.dumps(
-            {
-                "flow": self.flow,
-                "answers": dict(self.answers),
-                "history": list(self.history),
-                "previous": dict(self.previous),
-                "prefill": dict(self.prefill),
-                "failures": dict(self.failures),
-                "pending_field": self.pending_field,
-                "draft": dict(self.draft),
-                "shown_notes": sorted(self.shown_notes),
-                "status": self.status,
-                "revision": self.revision,
-            },
-        )
+        data: dict[str, Any] = {
+            "flow": self.flow,
+            "answers": dict(self.answers),
+            "history": list(self.history),
+            "previous": dict(self.previous),
+            "prefill": dict(self.prefill),
+            "failures": dict(self.failures),
+            "pending_field": self.pending_field,
+            "draft": dict(self.draft),
+            "shown_notes": sorted(self.shown_notes),
+            "status": self.status,
+            "revision": self.revision,
+        }
+        if self.advice:  # sessions without advice read as they did before it existed
+            data["advice"] = {step: dict(advice) for step, advice in self.advice.items()}
+        return json.dumps(data)
 
     @classmethod
     def from_json(cls, text: str) -> Session:
@@ -76,6 +80,10 @@ class Session:
             pending_field=data.get("pending_field"),
             draft=dict(data.get("draft", {})),
             shown_notes=frozenset(data.get("shown_notes", ())),
+            advice={
+                str(step): {"value": str(a["value"]), "reason": str(a.get("reason", ""))}
+                for step, a in data.get("advice", {}).items()
+            },
             status=status,
             revision=int(data.get("revision", 0)),
         )

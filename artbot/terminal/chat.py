@@ -27,6 +27,7 @@ from assistant import (
     Proposal,
     SettingsError,
     assistant_from_environment,
+    not_configured,
     read_confirmation,
 )
 from bot.migrations import BOT_DATABASE
@@ -60,8 +61,16 @@ BANNER = (
 )
 ASSISTANT_BANNER = (
     "An assistant is on: ask it anything (`ask ...`, or a line ending in `?`), or answer in your "
-    "own words; it says what it understood and nothing counts until you reply `yes`."
+    "own words; it says what it understood and nothing counts until you reply `yes`. At a code "
+    "question, `draft` asks it to write the code."
 )
+DRAFT_CHOICES = "Reply `y` to use it, `edit` to change it, or `again` for another draft."
+EDIT_DRAFT = (
+    "Here is the draft to edit: copy it, change it, and send it back as your answer between "
+    "``` lines (or save it and send `/file PATH`). Nothing was stored."
+)
+DRAFT_AGAIN_WORDS = frozenset({"again", "draft again"})
+EDIT_WORD = "edit"
 
 
 def run_chat_command(args: argparse.Namespace) -> int:
@@ -170,7 +179,9 @@ class Chat:
                 pending = None
                 continue  # lost a race: what is stored now was shown instead of this turn
             self.terminal.show(turn.messages, turn.effects)
-            if pending is not None:
+            if pending is not None and pending.is_draft:
+                say(f"{pending.text} {DRAFT_CHOICES}")
+            elif pending is not None:
                 say(f"{pending.text} Reply `yes` to use it, or `no` to answer again.")
             for effect in turn.effects:
                 if isinstance(effect, Completed):
@@ -191,8 +202,15 @@ class Chat:
             if decision is False:
                 again = begin(self.flow, session)
                 return Turn(again.session, (Notice("Not used."), *again.messages)), None
+            word = reply.text.strip().lower()
+            if pending.is_draft and word == EDIT_WORD:
+                code = f"```\n{pending.reply_text.rstrip()}\n```"
+                return Turn(session, (Notice(f"{EDIT_DRAFT}\n{code}"),)), None
+            if pending.is_draft and word in DRAFT_AGAIN_WORDS:
+                reply = Reply(text="draft")
         if self.assistant is None:
-            return advance(self.flow, session, reply), None
+            unassisted = not_configured(self.flow, session, reply)
+            return unassisted or advance(self.flow, session, reply), None
         assisted = self.assistant.respond(self.flow, session, reply, self.key.channel)
         return assisted.turn, assisted.proposal
 

@@ -20,6 +20,7 @@ from bot.blocks import (
     parse_answer_value,
     picked_value,
 )
+from bot.drafts import DRAFT_AGAIN, DRAFT_EDIT
 from bot.listeners.guard import AfterAck
 from bot.script_results import parse_session_ref
 from bot.wizard import Incoming, WizardService
@@ -79,7 +80,9 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
             service=service,
         )
 
-    @app.action(re.compile(rf"^({PROPOSAL_ACCEPT}|{PROPOSAL_REANSWER})$"))
+    proposal_actions = (PROPOSAL_ACCEPT, PROPOSAL_REANSWER, DRAFT_EDIT, DRAFT_AGAIN)
+
+    @app.action(re.compile(rf"^({'|'.join(proposal_actions)})$"))
     def on_proposal_click(
         ack: Ack,
         body: dict[str, Any],

@@ -64,11 +64,16 @@ def stored_answers(user: SlackUser) -> dict[str, object]:
     return dict(stored.session.answers)
 
 
-def to_the_base_model(user: SlackUser) -> None:
+NO_ADVICE = Scripted.json({"recommendations": []})
+"""The reply to the recommendations asked for once the scenarios are given: none."""
+
+
+def to_the_base_model(user: SlackUser, model: FakeOpenAI) -> None:
     user.click("Only logged or static scenarios")
     user.click("Single-turn")
     user.reply("Answer arithmetic questions with only the final number.")
     user.click("Paste them here")
+    model.script(NO_ADVICE)
     user.reply(f"```\n{ROWS}\n```")
     user.reply("skip")
     user.click("RULER")
@@ -130,7 +135,7 @@ def test_a_question_is_answered_and_asked_again_without_moving_the_session(
 def test_free_text_is_proposed_and_stored_only_when_the_owner_accepts(
     user: SlackUser, model: FakeOpenAI
 ) -> None:
-    to_the_base_model(user)
+    to_the_base_model(user, model)
     before = stored_answers(user)
     model.script(reading(BIGGER_QWEN, "The bigger of the two Qwen models."))
 
@@ -145,7 +150,7 @@ def test_free_text_is_proposed_and_stored_only_when_the_owner_accepts(
 
     assert stored_answers(user)["base_model"] == BIGGER_QWEN
     assert user.asked() == "project"
-    assert len(model.requests) == 1  # Accept goes through the engine alone
+    assert len(model.requests) == 2  # the advice, the reading: Accept goes through the engine
     retired = now_shown(user, offer)
     assert buttons_of(retired) == []
     assert "Accepted" in retired.text

@@ -7,8 +7,9 @@ assistant's tests.
 
 It answers POST /v1/chat/completions as OpenAI does (the response and error bodies of the API
 reference, `x-request-id`, `retry-after` on 429), refuses requests OpenAI refuses (no bearer key,
-a malformed body, a strict json_schema whose objects do not require every property or allow
-others) with OpenAI's 400/401 bodies, records every request, and replies from a script: content,
+a malformed body, `max_tokens` below 1, a strict json_schema whose objects, at any depth, do not
+require every property or allow others, or whose arrays give no `items`) with OpenAI's 400/401
+bodies, records every request, and replies from a script: content,
 a status, or a hang until the server stops (a timeout, with no clock in the test).
 """
 
@@ -229,6 +230,11 @@ def _request_problem(body: Any) -> str | None:
             return f"Invalid value for 'messages[{index}].role'."
         if not isinstance(message.get("content"), str):
             return f"Invalid type for 'messages[{index}].content'."
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
+        return "Invalid 'max_tokens': integer below minimum value. Expected a value >= 1."
     response_format = body.get("response_format")
     if response_format is not None:
         if response_format.get("type") != "json_schema":
@@ -244,8 +250,9 @@ def _request_problem(body: Any) -> str | None:
 
 
 def _strict_problem(schema: Any, where: str) -> str | None:
-    """OpenAI's rule for strict structured output: every object lists all its properties as
-    required and sets additionalProperties to false."""
+    """OpenAI's rules for strict structured output: every object lists all its properties as
+    required and sets additionalProperties to false, every array says what its items are, all
+    the way down (through arrays' items and anyOf)."""
     if not isinstance(schema, dict):
         return None
     if schema.get("type") == "object":
@@ -258,6 +265,13 @@ def _strict_problem(schema: Any, where: str) -> str | None:
             found = _strict_problem(sub, f"{where}.{name}")
             if found:
                 return found
+    if schema.get("type") == "array":
+        items = schema.get("items")
+        if not isinstance(items, dict):
+            return f"Invalid schema: an array must define 'items' ({where})."
+        found = _strict_problem(items, f"{where}.items")
+        if found:
+            return found
     for sub in schema.get("anyOf", []):
         found = _strict_problem(sub, f"{where}.anyOf")
         if found:

@@ -60,3 +60,53 @@ def test_429_reads_as_a_rate_limit_and_a_hang_as_a_timeout() -> None:
             client(fake).chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "hi"}]
             )
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        (
+            {
+                "type": "object",
+                "properties": {"items": {"type": "array"}},
+                "required": ["items"],
+                "additionalProperties": False,
+            },
+            "Invalid schema: an array must define 'items' (schema.items).",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"a": {"type": "string"}}},
+                    }
+                },
+                "required": ["items"],
+                "additionalProperties": False,
+            },
+            "Invalid schema: 'additionalProperties' is required to be false (schema.items.items).",
+        ),
+    ],
+    ids=["array without items", "loose object in an array"],
+)
+def test_a_strict_schema_is_checked_inside_arrays(schema: dict[str, object], why: str) -> None:
+    with FakeOpenAI() as fake, pytest.raises(openai.BadRequestError):
+        client(fake).chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": schema, "strict": True},
+            },
+        )
+    assert fake.refused == [why]
+
+
+def test_max_tokens_below_one_is_refused() -> None:
+    with FakeOpenAI() as fake, pytest.raises(openai.BadRequestError):
+        client(fake).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=0
+        )
+    assert fake.refused[0].startswith("Invalid 'max_tokens'")

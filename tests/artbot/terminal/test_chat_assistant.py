@@ -3,6 +3,7 @@ scripted OpenAI-compatible server on loopback."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +15,9 @@ from bot.migrations import BOT_DATABASE
 from storage import migrations
 from storage.sessions import SessionKey, SessionStore
 from tests.artbot.terminal.test_chat import ROWS_JSON, UP_TO_SCENARIOS, USER, environment
+from tests.assistant.test_recommendations import AGENT
 from tests.fakes.openai_server import FakeOpenAI, Scripted
+from tests.flows.matrix import MATH_ROWS
 
 BIGGER_QWEN = "Qwen/Qwen3-30B-A3B-Instruct-2507"
 ANSWER = "Llama-3.1-8B-Instruct is the smallest of the three: the first to try on a small GPU."
@@ -63,6 +66,10 @@ def stored_answers(home: Path) -> dict[str, object]:
         store.close()
 
 
+NO_ADVICE = Scripted.json({"recommendations": []})
+"""The reply to the recommendations asked for once the scenarios are given: none."""
+
+
 def reading(value: str, reason: str) -> Scripted:
     return Scripted.json({"understood": True, "value": value, "reason": reason})
 
@@ -71,6 +78,7 @@ def test_questions_answered_free_text_confirmed_and_the_script_written(
     home: Path, fake: FakeOpenAI
 ) -> None:
     fake.script(
+        NO_ADVICE,
         reading("held_out", "Keep some scenarios back for validation."),
         reading("0.2", "A fifth is 0.2."),
         Scripted.text(ANSWER),
@@ -121,7 +129,7 @@ def test_questions_answered_free_text_confirmed_and_the_script_written(
     script = home / "work" / "chat-assist-001.py"
     assert script.is_file()
     assert BIGGER_QWEN in script.read_text()
-    assert fake.unused == 0 and len(fake.requests) == 5
+    assert fake.unused == 0 and len(fake.requests) == 6
     answers = stored_answers(home)
     assert answers["val_fraction"] == 0.2
     assert answers["base_model"] == BIGGER_QWEN
@@ -157,3 +165,124 @@ def test_a_bad_assistant_setting_stops_the_chat_before_it_starts(home: Path) -> 
     assert result.returncode == 2
     assert "artbot chat: Cannot start the assistant:" in result.stderr
     assert "ARTBOT_LLM_TIMEOUT_S" in result.stderr
+
+
+TO_REWARD_LOGIC = [*UP_TO_SCENARIOS, "inline", json.dumps(MATH_ROWS[:3]), "skip", "programmatic"]
+EXACT_REWARD = (
+    "def compute_reward(scenario, answer):\n"
+    "    return 1.0 if answer.strip() == scenario['answer'] else 0.0\n"
+)
+CRASHING = "def compute_reward(scenario, answer):\n    return 1.0 / 0\n"
+
+
+def drafted(code: str) -> Scripted:
+    return Scripted.json({"code": code, "summary": "Exact match with the expected answer."})
+
+
+def test_a_draft_is_used_with_y(home: Path, fake: FakeOpenAI) -> None:
+    fake.script(NO_ADVICE, drafted(EXACT_REWARD))
+
+    result = chat(home, fake, [*TO_REWARD_LOGIC, "draft", "y"])
+
+    out = result.stdout
+    assert result.returncode == 3, result.stderr
+    assert "A draft of the *reward logic* (2 lines):" in out
+    assert "run on 3 scenarios in a sandbox" in out
+    assert "Reply `y` to use it, `edit` to change it, or `again` for another draft." in out
+    assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": EXACT_REWARD}
+
+
+def test_a_draft_drafted_again_then_edited_counts_as_the_edited_code(
+    home: Path, fake: FakeOpenAI
+) -> None:
+    fake.script(NO_ADVICE, drafted(CRASHING), drafted(EXACT_REWARD), drafted(EXACT_REWARD))
+    edited = EXACT_REWARD.replace("1.0 if", "2.0 if")
+
+    result = chat(
+        home,
+        fake,
+        [*TO_REWARD_LOGIC, "draft", "again", "edit", "```", *edited.splitlines(), "```"],
+    )
+
+    out = result.stdout
+    assert result.returncode == 3, result.stderr
+    assert "ZeroDivisionError" in fake.requests[2]["messages"][-1]["content"]
+    assert out.count("A draft of the *reward logic*") == 2  # the crashing one was not shown
+    assert "Here is the draft to edit" in out
+    assert len(fake.requests) == 4  # advice, `draft` (crashing, retried), then `again`
+    assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": edited}
+
+
+def test_a_draft_not_used_is_not_stored(home: Path, fake: FakeOpenAI) -> None:
+    fake.script(NO_ADVICE, drafted(EXACT_REWARD))
+
+    result = chat(home, fake, [*TO_REWARD_LOGIC, "draft", "no"])
+
+    assert result.returncode == 3
+    assert "Not used." in result.stdout
+    assert "reward_logic" not in stored_answers(home)
+
+
+def test_without_a_model_draft_says_the_assistant_is_not_configured(home: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "artbot.cli", "chat", "--no-dryrun"],
+        input="".join(f"{reply}\n" for reply in [*TO_REWARD_LOGIC, "draft"]),
+        cwd=home / "work",
+        env=environment(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert result.returncode == 3
+    assert "The assistant is not configured, so I cannot draft code" in result.stdout
+    assert "reward_logic" not in stored_answers(home)
+
+
+def test_a_recommendation_is_shown_in_the_terminal_and_picked_by_its_number(
+    home: Path, fake: FakeOpenAI
+) -> None:
+    checkable = "The answers are exact numbers, which code can check."
+    fake.script(
+        Scripted.json(
+            {
+                "recommendations": [
+                    {"step": "reward", "value": "programmatic", "reason": checkable},
+                    {"step": "reward", "value": "best", "reason": "Not an option."},
+                    {"step": "uses_tools", "value": "yes", "reason": "Single-turn: never asked."},
+                ]
+            }
+        )
+    )
+
+    result = chat(home, fake, [*TO_REWARD_LOGIC[:-1], "1"])
+
+    out = result.stdout
+    assert result.returncode == 3, result.stderr
+    assert "I will recommend answers for: reward." in out
+    assert f"The assistant recommends this: {checkable} Please confirm." in out
+    assert "1. Programmatic (recommended)" in out
+    assert stored_answers(home)["reward"] == "programmatic"
+
+
+def test_an_agent_file_sent_with_slash_file_gives_recommendations(
+    home: Path, fake: FakeOpenAI
+) -> None:
+    agent = home / "work" / "agent.py"
+    agent.write_bytes(AGENT)
+    replayable = "The tools only read a fixed docs snapshot, so episodes can be replayed."
+    fake.script(
+        Scripted.json(
+            {"recommendations": [{"step": "replayable", "value": "yes", "reason": replayable}]}
+        )
+    )
+
+    result = chat(home, fake, [f"/file {agent}", "1"])
+
+    out = result.stdout
+    assert result.returncode == 3, result.stderr
+    assert "From your code, I will recommend answers for: replayability." in out
+    assert f"The assistant recommends this: {replayable} Please confirm." in out
+    assert "1. Episodes can be recreated (recommended)" in out
+    assert stored_answers(home) == {"replayable": "yes"}

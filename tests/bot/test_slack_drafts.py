@@ -1,0 +1,192 @@
+"""Drafts in Slack threads: `draft` at a code question posts the model's code (checked like typed
+code and run in the sandbox first) with Use it / Edit / Draft again; it is stored only on the
+owner's Use it. A real `openai` client against the scripted fake model on loopback, the fake
+Slack, a real database."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from bot.drafts import DRAFT_AGAIN
+from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.test_slack_assistant import (
+    NO_ADVICE,
+    ROWS,
+    buttons_of,
+    now_shown,
+    proposals,
+    stored_answers,
+)
+from tests.fakes.openai_server import FakeOpenAI, Scripted
+from tests.fakes.slack_requests import block_actions
+from tests.fakes.workspace import USER_ID
+
+EXACT_REWARD = (
+    "def compute_reward(scenario, answer):\n"
+    "    return 1.0 if answer.strip() == scenario['answer'] else 0.0\n"
+)
+NETWORKED = (
+    "import socket\n\n"
+    "def compute_reward(scenario, answer):\n"
+    "    socket.socket().connect(('127.0.0.1', 9))\n"
+    "    return 1.0\n"
+)
+DRAFT_BUTTONS = ["Use it", "Edit", "Draft again"]
+
+
+@pytest.fixture
+def model() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+        assert server.refused == [], "the fake refused requests OpenAI would refuse"
+
+
+@pytest.fixture
+def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
+    bot = make_bot(
+        ARTBOT_LLM_MODEL="gpt-test",
+        ARTBOT_LLM_BASE_URL=model.base_url,
+        ARTBOT_LLM_API_KEY=model.key,
+    )
+    owner = SlackUser(bot)
+    owner.command()
+    model.script(NO_ADVICE)
+    to_the_reward_code(owner)
+    model.requests.clear()
+    return owner
+
+
+def to_the_reward_code(user: SlackUser) -> None:
+    user.click("Only logged or static scenarios")
+    user.click("Single-turn")
+    user.reply("Answer arithmetic questions with only the final number.")
+    user.click("Paste them here")
+    user.reply(f"```\n{ROWS}\n```")
+    user.reply("skip")
+    user.click("Programmatic")
+    assert user.asked() == "reward_logic"
+
+
+def drafted(code: str) -> Scripted:
+    return Scripted.json({"code": code, "summary": "Exact match with the expected answer."})
+
+
+def test_a_draft_is_posted_as_code_and_stored_only_on_use_it(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    before = stored_answers(user)
+    model.script(drafted(EXACT_REWARD))
+
+    user.reply("draft")
+
+    assert stored_answers(user) == before
+    (offer,) = proposals(user)
+    assert buttons_of(offer) == DRAFT_BUTTONS
+    shown = "\n".join(b["text"]["text"] for b in offer.blocks or [] if b["type"] == "section")
+    assert "A draft of the *reward logic* (2 lines):" in shown
+    assert "run on 3 scenarios in a sandbox" in shown
+    assert "```\ndef compute_reward(scenario, answer):" in shown
+    assert "scenario['answer']" in shown
+
+    user.click("Use it")
+
+    assert stored_answers(user)["reward_logic"] == {"kind": "function", "code": EXACT_REWARD}
+    assert user.asked() != "reward_logic"
+    retired = now_shown(user, offer)
+    assert buttons_of(retired) == []
+    assert "Accepted" in retired.text
+    assert len(model.requests) == 1
+
+
+def test_draft_again_asks_for_another_and_retires_the_first(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(drafted(EXACT_REWARD), drafted(EXACT_REWARD.replace("1.0 if", "2.0 if")))
+    user.reply("draft")
+    (first,) = proposals(user)
+
+    user.click("Draft again")
+
+    (second,) = proposals(user)  # the first lost its buttons
+    assert second.ts != first.ts
+    assert buttons_of(now_shown(user, first)) == []
+    assert buttons_of(second) == DRAFT_BUTTONS
+    assert "2.0 if" in second.text
+    assert "reward_logic" not in stored_answers(user)
+    assert len(model.requests) == 2
+
+
+def test_edit_posts_the_code_to_change_and_the_edited_reply_counts(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(drafted(EXACT_REWARD))
+    user.reply("draft")
+    (offer,) = proposals(user)
+
+    user.click("Edit")
+
+    assert buttons_of(now_shown(user, offer)) == []
+    edit = user.bot_messages()[-1]
+    assert "Here is the draft to edit" in edit.text
+    assert "def compute_reward(scenario, answer):" in edit.text
+    assert "reward_logic" not in stored_answers(user)
+    edited = EXACT_REWARD.replace("1.0 if", "2.0 if")
+
+    user.reply(f"```\n{edited}```")
+
+    assert stored_answers(user)["reward_logic"] == {"kind": "function", "code": edited}
+    assert len(model.requests) == 1
+
+
+def test_a_draft_the_sandbox_stops_twice_is_reported_and_nothing_is_offered(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(drafted(NETWORKED), drafted(NETWORKED))
+
+    user.reply("draft")
+
+    assert proposals(user) == []
+    said = "\n".join(m.text for m in user.bot_messages())
+    assert "the sandbox stopped it: the code opened a network socket" in said
+    assert "reply `draft` to try once more" in said
+    assert "stopped it" in json.dumps(model.requests[1]["messages"])  # the retry was told why
+    assert user.asked() == "reward_logic"
+
+
+def test_without_a_model_draft_says_the_assistant_is_not_configured(
+    make_bot: BotFactory,
+) -> None:
+    owner = SlackUser(make_bot())
+    owner.command()
+    to_the_reward_code(owner)
+
+    owner.reply("draft")
+
+    assert "The assistant is not configured, so I cannot draft code" in "\n".join(
+        m.text for m in owner.bot_messages()
+    )
+    assert "reward_logic" not in stored_answers(owner)
+    assert owner.asked() == "reward_logic"
+
+
+def test_a_late_draft_again_after_the_question_was_answered_does_nothing(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(drafted(EXACT_REWARD))
+    user.reply("draft")
+    (offer,) = proposals(user)
+    user.reply(f"```\n{EXACT_REWARD}```")  # answered by typing instead
+    answers = stored_answers(user)
+    assert answers["reward_logic"] == {"kind": "function", "code": EXACT_REWARD}
+
+    late = block_actions(
+        DRAFT_AGAIN, "reward_logic", message_ts=offer.ts, user_id=USER_ID, message=offer.to_slack()
+    )
+    assert user.bot.dispatch(late) == 200
+    user.fake.wait_for(lambda f: any("not drafted again" in m.text for m in f.ephemerals()))
+
+    assert stored_answers(user) == answers
+    assert len(model.requests) == 1  # no second draft for a question that is gone
