@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -277,7 +278,7 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from slack_sdk import WebClient
 
-    from bot.app import build_service
+    from bot.app import build_service, start_outbox
     from bot.runs.follower import RunFollower
     from bot.settings import load_settings
     from runner.client import AsyncRunnerClient
@@ -285,18 +286,20 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
     from tests.fakes.slack_api import Call, FakeSlack
     from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID, SIGNING_SECRET, TEAM_ID, USER_ID
 
-    told: dict[tuple[str, str], float] = {}  # (thread, what) -> when the fake Slack got it
+    # (thread, what) -> when the fake Slack got it. `started` is a post in the thread; a
+    # validation shows on the run's status card, updated in place (keyed by the card's ts).
+    told: dict[tuple[str, str], float] = {}
+    card_threads: dict[str, str] = {}  # the status card's ts -> its thread
 
     def received(call: Call) -> None:
         text = str(call.params.get("text") or "")
-        thread = str(call.params.get("thread_ts") or "")
-        if call.method != "chat.postMessage" or not thread:
-            return
-        if text.startswith(":rocket: Training started"):
-            told.setdefault((thread, "started"), time.time())
-        elif text.startswith(":bar_chart: Validation at step "):
-            step = text.removeprefix(":bar_chart: Validation at step ").split(":")[0]
-            told.setdefault((thread, f"validation {step}"), time.time())
+        if call.method == "chat.postMessage" and text.startswith(":rocket: Training started"):
+            told.setdefault((str(call.params.get("thread_ts") or ""), "started"), time.time())
+        elif call.method == "chat.update" and "val/reward" in text:
+            shown = re.search(r"step (\d+)", text)
+            if shown is not None:
+                card = str(call.params.get("ts") or "")
+                told.setdefault((card, f"validation {shown.group(1)}"), time.time())
 
     with tempfile.TemporaryDirectory(prefix="bot-follow-bench-") as tmp, FakeSlack() as fake:
         settings = load_settings(
@@ -315,6 +318,7 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
         assert service.runs is not None
         slack = WebClient(token=BOT_TOKEN, base_url=fake.base_url)
         fake.watch(received)
+        outbox = start_outbox(service, lambda _team: slack)  # milestones go through it
         follower = RunFollower(
             service.runs, lambda _team: slack, AsyncRunnerClient(base_url, TOKEN)
         ).start()
@@ -334,12 +338,18 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
                     said = [m.text for m in fake.thread(CHANNEL_ID, thread)]
                     raise RuntimeError(f"the job was not submitted: {said[-1:]}")
                 jobs[thread] = run.job_id
+                if run.card_ts is not None:
+                    card_threads[run.card_ts] = thread
             deadline = time.monotonic() + validations * interval + 120
             while service.runs.runs.active() and time.monotonic() < deadline:
                 time.sleep(0.1)
         finally:
             follower.stop()
+            outbox.stop()
             service.store.close()
+        for (where, what), at in list(told.items()):
+            if where in card_threads:
+                told.setdefault((card_threads[where], what), at)
         latencies: list[float] = []
         started: list[float] = []
         with RunnerClient(base_url, TOKEN) as client:

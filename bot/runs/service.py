@@ -22,7 +22,7 @@ from bot.slack_records import SlackRecords, script_digest
 from bot.slack_text import clip, escape
 from bot.threads import ThreadPoster
 from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
-from runner.schemas import EventsPage, FixAction, JobState, JobSubmission
+from runner.schemas import EventsPage, EventType, FixAction, JobState, JobSubmission
 from storage.sessions import SessionKey, SessionStore
 
 BACKOFF_CAP = timedelta(minutes=5)
@@ -260,7 +260,10 @@ class RunService:
             for event in new:
                 run = self.notifier.handle(slack, run, event)
                 run = self.runs.update(run.id, cursor=event.seq)
-            self.notifier.refresh_card(slack, run, force=bool(new) and not run.active)
+            # A validation is shown at once (rare: minutes apart in ART); steps at most every
+            # CARD_MIN_INTERVAL; the end at once.
+            shown_now = not run.active or any(e.type is EventType.validation for e in new)
+            self.notifier.refresh_card(slack, run, force=bool(new) and shown_now)
             return self.runs.get(run_id)
 
     def following_failed(self, slack: WebClient, run_id: int, error: RunnerClientError) -> None:
