@@ -107,7 +107,11 @@ class Assistant:
         question = open_question(flow, session)
         if question is not None and is_draft_request(flow, session, reply):
             return self.draft(flow, session, question, user)
-        agent_code = agent_code_in(flow, session, reply) if question is not None else None
+        agent_code = (
+            agent_code_in(flow, session, reply)
+            if question is not None and question.step_id != TOOLS_STEP  # there: tool code
+            else None
+        )
         if agent_code is not None and not _has_secret(agent_code):
             return Assisted(recommend_from_code(self._asker(user), flow, session, agent_code))
         text = reply.text.strip()

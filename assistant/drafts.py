@@ -127,7 +127,7 @@ def write_draft(
         _again(
             flow,
             session,
-            f"I could not write a {flow.step(question.step_id).name} that passes its checks "
+            f"I could not write {flow.step(question.step_id).name.lower()} that passes its checks "
             f"(two drafts). The last one failed: {_clip(failed.problem, 500)}\n"
             "Write it yourself, or reply `draft` to try once more.",
         ),

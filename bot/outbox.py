@@ -135,13 +135,23 @@ class Outbox(SqlStore):
         for effect in effects:
             orm.add(_row(key, effect, now))
 
-    def enqueue(self, key: SessionKey, effects: Sequence[ThreadEffect]) -> None:
-        """Queue `effects` in a transaction of their own, and wake the workers."""
-        if not effects:
+    def enqueue(
+        self,
+        key: SessionKey,
+        effects: Sequence[ThreadEffect],
+        *,
+        also: Callable[[OrmSession], None] | None = None,
+    ) -> None:
+        """Queue `effects` in a transaction of their own (with what `also` writes), and wake
+        the workers."""
+        if not effects and also is None:
             return
         with self._transaction() as orm:
+            if also is not None:
+                also(orm)
             self.add(orm, key, effects)
-        self.notify(key)
+        if effects:
+            self.notify(key)
 
     def subscribe(self, listener: Callable[[SessionKey], None]) -> None:
         """Call `listener(key)` whenever something was queued for the thread `key`, from the

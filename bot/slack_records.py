@@ -80,6 +80,10 @@ def script_digest(script: str) -> str:
     return hashlib.sha256(script.encode()).hexdigest()
 
 
+class DuplicateDelivery(Exception):
+    """This delivery id was handled already (Slack retried, or sent it twice)."""
+
+
 class SlackRecords(SqlStore):
     """Deliveries, question messages and approvals, on the sessions' database.
 
@@ -97,10 +101,25 @@ class SlackRecords(SqlStore):
         """True the first time `delivery_id` is seen, False for a retry or a duplicate."""
         try:
             with self._transaction() as orm:
-                orm.add(Delivery(id=delivery_id[:300], seen_at=self._clock()))
-        except IntegrityError:
+                self.record_delivery(orm, delivery_id)
+        except DuplicateDelivery:
             return False
         return True
+
+    def seen(self, delivery_id: str) -> bool:
+        """Was `delivery_id` handled already? (A look: `record_delivery` decides, in the
+        transaction that keeps what handling it did.)"""
+        with self._reading() as orm:
+            return orm.get(Delivery, delivery_id[:300]) is not None
+
+    def record_delivery(self, orm: OrmSession, delivery_id: str) -> None:
+        """Record `delivery_id` in the open transaction `orm`; DuplicateDelivery (the
+        transaction must roll back) when it was recorded before: a retry or a duplicate."""
+        orm.add(Delivery(id=delivery_id[:300], seen_at=self._clock()))
+        try:
+            orm.flush()
+        except IntegrityError:
+            raise DuplicateDelivery(delivery_id) from None
 
     def forget_deliveries(self, older_than: timedelta) -> int:
         """Drop delivery ids older than Slack's retry window (keeps the table small)."""

@@ -31,7 +31,7 @@ from bot.installations import Workspaces
 from bot.keyed_locks import KeyedLocks
 from bot.outbox import Outbox
 from bot.script_results import ScriptResults
-from bot.slack_records import SlackRecords
+from bot.slack_records import DuplicateDelivery, SlackRecords
 from bot.slack_text import clip, escape
 from bot.thread_effects import Generate, Offer, Post, Retire, ThreadEffect, turn_effects
 from bot.threads import ThreadPoster
@@ -47,6 +47,8 @@ from storage.sessions import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session as OrmSession
+
     from bot.runs.service import RunService
     from runner.schemas import FixAction
 
@@ -171,38 +173,48 @@ class WizardService:
     # -- replies and clicks --
 
     def handle(self, client: WebClient, incoming: Incoming) -> None:
-        """Advance the thread's session by one reply, once however often Slack delivers it."""
-        if incoming.delivery_id is not None and not self.records.first_delivery(
-            incoming.delivery_id
-        ):
+        """Advance the thread's session by one reply, once however often Slack delivers it: the
+        delivery id is recorded in the transaction that saves the turn (a crash before it leaves
+        Slack's retry to be handled), or first thing on the paths that save no turn."""
+        delivery = incoming.delivery_id
+        if delivery is not None and self.records.seen(delivery):
             return  # a retry of something already handled
+
+        def first_time() -> bool:  # for the paths that save no turn
+            return delivery is None or self.records.first_delivery(delivery)
+
         key = incoming.key
         with self._locks.hold(key):
             stored = self.store.get(key)
             if stored is None:
                 return  # not a wizard's thread
             if stored.owner != incoming.user:
-                self.poster.ephemeral(
-                    client,
-                    key,
-                    incoming.user,
-                    f"Only <@{stored.owner}> can answer this wizard. "
-                    "Start your own with `/train-rl`.",
-                )
+                if first_time():
+                    self.poster.ephemeral(
+                        client,
+                        key,
+                        incoming.user,
+                        f"Only <@{stored.owner}> can answer this wizard. "
+                        "Start your own with `/train-rl`.",
+                    )
                 return
             if stored.expired:
-                self._say(key, self._ended(stored))
+                if first_time():
+                    self._say(key, self._ended(stored))
                 return
             if self._stuck(stored):
                 # Its open question never reached Slack (or lost its message): ask it again
                 # rather than apply a reply the user gave without seeing it.
-                self.outbox.enqueue(
-                    key, turn_effects(begin(FLOWS[stored.session.flow], stored.session))
-                )
+                if first_time():
+                    self.outbox.enqueue(
+                        key, turn_effects(begin(FLOWS[stored.session.flow], stored.session))
+                    )
                 return
-            if self._decided_in_text(key, stored, incoming.reply):
+            if self._decided_in_text(key, stored, incoming.reply, first_time):
                 return
-            turn = self._advance_and_save(key, stored, incoming.reply, user=incoming.user)
+            turn = self._advance_and_save(
+                key, stored, incoming.reply, user=incoming.user, delivery=delivery
+            )
         if turn is None:
             return
         if self.runs is not None and incoming.reply.text.strip().lower() == "status":
@@ -234,6 +246,7 @@ class WizardService:
         *,
         user: str | None = None,
         first: Sequence[ThreadEffect] = (),
+        delivery: str | None = None,
     ) -> Turn | None:
         """Compare-and-set: a save that lost a race reloads and applies the reply to what won.
         What the turn says (after `first`) is queued in the outbox, with the session when it
@@ -268,17 +281,22 @@ class WizardService:
                         return None
                     stored = reloaded
                     continue
-                self.outbox.enqueue(key, effects)
+                try:
+                    self.outbox.enqueue(key, effects, also=self._recording(delivery))
+                except DuplicateDelivery:
+                    return None  # handled meanwhile by a copy of this delivery
                 return turn
             try:
                 self.store.save(
                     key,
                     turn.session,
                     expected_revision=session.revision,
-                    also=lambda orm, effects=effects: self.outbox.add(orm, key, effects),
+                    also=self._saving(key, effects, delivery),
                 )
                 self.outbox.notify(key)
                 return turn
+            except DuplicateDelivery:
+                return None  # handled meanwhile by a copy of this delivery
             except StaleSession:
                 reloaded = self.store.get(key)
                 if reloaded is None:
@@ -299,6 +317,26 @@ class WizardService:
         """Has the stored session changed since `session` was read?"""
         now = self.store.get(key)
         return now is None or now.session.revision != session.revision
+
+    def _saving(
+        self, key: SessionKey, effects: Sequence[ThreadEffect], delivery: str | None
+    ) -> AlsoWrite:
+        """In the transaction that saves a turn: the delivery that brought it, what it says."""
+
+        def write(orm: OrmSession) -> None:
+            self._recording(delivery)(orm)
+            self.outbox.add(orm, key, effects)
+
+        return write
+
+    def _recording(self, delivery: str | None) -> AlsoWrite:
+        """Record `delivery` (if any) in a transaction; DuplicateDelivery if it was before."""
+
+        def write(orm: OrmSession) -> None:
+            if delivery is not None:
+                self.records.record_delivery(orm, delivery)
+
+        return write
 
     def _saying(self, key: SessionKey, turn: Turn) -> AlsoWrite:
         """Queue what `turn` says in the thread, in the transaction that saves it."""
@@ -375,9 +413,16 @@ class WizardService:
         with self._locks.hold(key):
             self._accept(key, self.store.get(key) or stored, proposal)
 
-    def _decided_in_text(self, key: SessionKey, stored: StoredSession, reply: Reply) -> bool:
+    def _decided_in_text(
+        self,
+        key: SessionKey,
+        stored: StoredSession,
+        reply: Reply,
+        first_time: Callable[[], bool] = lambda: True,
+    ) -> bool:
         """`yes` / `no` typed under the thread's newest live proposal: its Accept / Re-answer
-        (as in `artbot chat`). False when the reply is something else: a reply of its own."""
+        (as in `artbot chat`), done if `first_time()` (not a repeated delivery). False when the
+        reply is something else: a reply of its own."""
         if self.assistant is None or reply.value is not None or reply.attachments:
             return False
         decision = read_confirmation(reply.text)
@@ -387,6 +432,8 @@ class WizardService:
         proposal = self.outbox.proposal_posted_as(key, live[-1].ts) if live else None
         if proposal is None:
             return False
+        if not first_time():
+            return True
         if decision:
             self._accept(key, stored, proposal)
         else:

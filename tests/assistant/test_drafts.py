@@ -161,7 +161,7 @@ def test_a_draft_the_sandbox_stops_is_retried_with_why_then_reported(
 
     assert proposal is None
     said = notices(messages)
-    assert "could not write a reward logic that passes its checks" in said
+    assert "could not write reward code that passes its checks" in said
     assert stopped in said
     assert question_of(messages).step_id == "reward_logic"  # asked again
     first, retry = fake.requests

@@ -44,7 +44,7 @@ def test_recommendations_are_kept_and_shown_when_their_question_comes(
         "reward": {"value": "programmatic", "reason": CHECKABLE},
         "train_split": {"value": "all", "reason": "Few rows."},
     }
-    assert "I will recommend answers for: reward, training split" in said
+    assert "I will recommend answers for: Reward, Training scenarios." in said
     at_reward = advance(TRAIN_RL, session, Reply(text="skip"))  # system prompt
     session = at_reward.session
     asked = question_of(at_reward.messages)
@@ -92,7 +92,7 @@ def test_a_recommendation_that_is_not_an_option_is_dropped(
     assert session.advice == {
         "val_split": {"value": "held_out", "reason": "Keep a quarter back to watch overfitting."}
     }
-    assert "I will recommend answers for: validation." in said
+    assert "I will recommend answers for: Validation." in said
 
 
 def test_no_valid_recommendation_changes_nothing_but_the_answer(
@@ -173,7 +173,7 @@ def test_an_agent_file_dropped_at_a_choice_gives_recommendations_for_it_and_ahea
     assert f"The assistant recommends this: {replayable} Please confirm." in asked.text
     assert asked.options[0].value == "yes" and asked.options[0].recommended
     said = "\n".join(m.text for m in assisted.turn.messages if isinstance(m, Notice))
-    assert "From your code, I will recommend answers for: replayability, tool use." in said
+    assert "From your code, I will recommend answers for: Replayability, Tool use." in said
     (request,) = fake.requests
     assert "def search_docs(query: str)" in request["messages"][0]["content"]
     assert advance(TRAIN_RL, after, Reply(text="1")).session.answers == {"replayable": "yes"}

@@ -86,7 +86,7 @@ def test_every_kind_of_effect_comes_out_as_it_went_in(outbox: Outbox) -> None:
     ]
     outbox.enqueue(A, effects)
     came_out = []
-    while (claimed := outbox.claim(A, LEASE)) is not None:
+    while (claimed := one(outbox.claim(A, LEASE))) is not None:
         came_out.append(claimed.effect)
         outbox.delivered(claimed, None)
     assert came_out == effects

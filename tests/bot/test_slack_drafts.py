@@ -86,7 +86,7 @@ def test_a_draft_is_posted_as_code_and_stored_only_on_use_it(
     (offer,) = proposals(user)
     assert buttons_of(offer) == DRAFT_BUTTONS
     shown = "\n".join(b["text"]["text"] for b in offer.blocks or [] if b["type"] == "section")
-    assert "A draft of the *reward logic* (2 lines):" in shown
+    assert "A draft of the *Reward code* (2 lines):" in shown
     assert "run on 3 scenarios in a sandbox" in shown
     assert "```\ndef compute_reward(scenario, answer):" in shown
     assert "scenario['answer']" in shown

@@ -58,7 +58,7 @@ def test_a_recommendation_is_shown_on_its_question_and_counts_only_when_picked(
     user.reply(f"```\n{ROWS}\n```")
 
     said = "\n".join(m.text for m in user.bot_messages())
-    assert "I will recommend answers for: reward." in said
+    assert "I will recommend answers for: Reward." in said
     stored = user.bot.service.store.get(user.key)
     assert stored is not None
     assert set(stored.session.advice) == {"reward"}  # the invented judge model was dropped

@@ -218,6 +218,43 @@ def test_racing_replies_in_one_thread_are_serialized(make_bot: BotFactory) -> No
         assert answers["scenario_source"] == "inline" and user.asked() == "scenario_rows"
 
 
+def test_two_copies_of_one_delivery_at_once_are_one_turn(make_bot: BotFactory) -> None:
+    """Slack's retry can arrive while the first attempt is still being handled: neither has been
+    recorded yet, and only one of them may count. The delivery id is recorded in the transaction
+    that saves the turn, so the copy that comes second fails there and changes nothing."""
+    user = SlackUser(make_bot())
+    user.command()
+    user.click("Only logged")
+    user.click("Single-turn")
+    stored = user.bot.service.store.get(user.key)
+    assert stored is not None
+    revision = stored.session.revision
+    posted = len(user.bot_messages())
+    copies = [
+        event_callback(
+            message_event(
+                "Answer arithmetic questions with only the number.",
+                channel=CHANNEL_ID,
+                user=USER_ID,
+                thread_ts=user.thread,
+            ),
+            event_id="Ev0TWICE",
+        )
+        for _ in range(2)
+    ]
+    threads = [threading.Thread(target=user.bot.dispatch, args=(copy,)) for copy in copies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    user.settle()
+
+    stored = user.bot.service.store.get(user.key)
+    assert stored is not None and stored.session.revision == revision + 1
+    assert user.asked() == "scenario_source"
+    assert len(user.bot_messages()) == posted + 1  # one question, no "not an option" either
+
+
 def test_someone_else_gets_an_ephemeral_note_and_changes_nothing(
     make_bot: BotFactory, fake: FakeSlack
 ) -> None:

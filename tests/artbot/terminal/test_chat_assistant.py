@@ -186,7 +186,7 @@ def test_a_draft_is_used_with_y(home: Path, fake: FakeOpenAI) -> None:
 
     out = result.stdout
     assert result.returncode == 3, result.stderr
-    assert "A draft of the *reward logic* (2 lines):" in out
+    assert "A draft of the *Reward code* (2 lines):" in out
     assert "run on 3 scenarios in a sandbox" in out
     assert "Reply `y` to use it, `edit` to change it, or `again` for another draft." in out
     assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": EXACT_REWARD}
@@ -207,7 +207,7 @@ def test_a_draft_drafted_again_then_edited_counts_as_the_edited_code(
     out = result.stdout
     assert result.returncode == 3, result.stderr
     assert "ZeroDivisionError" in fake.requests[2]["messages"][-1]["content"]
-    assert out.count("A draft of the *reward logic*") == 2  # the crashing one was not shown
+    assert out.count("A draft of the *Reward code*") == 2  # the crashing one was not shown
     assert "Here is the draft to edit" in out
     assert len(fake.requests) == 4  # advice, `draft` (crashing, retried), then `again`
     assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": edited}
@@ -260,7 +260,7 @@ def test_a_recommendation_is_shown_in_the_terminal_and_picked_by_its_number(
 
     out = result.stdout
     assert result.returncode == 3, result.stderr
-    assert "I will recommend answers for: reward." in out
+    assert "I will recommend answers for: Reward." in out
     assert f"The assistant recommends this: {checkable} Please confirm." in out
     assert "1. Programmatic (recommended)" in out
     assert stored_answers(home)["reward"] == "programmatic"
@@ -282,7 +282,7 @@ def test_an_agent_file_sent_with_slash_file_gives_recommendations(
 
     out = result.stdout
     assert result.returncode == 3, result.stderr
-    assert "From your code, I will recommend answers for: replayability." in out
+    assert "From your code, I will recommend answers for: Replayability." in out
     assert f"The assistant recommends this: {replayable} Please confirm." in out
     assert "1. Episodes can be recreated (recommended)" in out
     assert stored_answers(home) == {"replayable": "yes"}
