@@ -197,5 +197,8 @@ def test_a_job_the_runner_does_not_know_ends_the_run_as_lost(
     runs_of(user).runs.update(run.id, job_id="no-such-job")
     start_follower(user, host.base_url)
     wait_until(lambda: the_run(user).state == "lost", "the run ended as lost")
-    assert said(user, ":grey_question: The runner no longer knows this job") == 1
+    # Told through the outbox, after the run's state is saved.
+    wait_until(
+        lambda: said(user, ":grey_question: The runner no longer knows this job") == 1, "told"
+    )
     host.client.cancel(run.job_id or "")
