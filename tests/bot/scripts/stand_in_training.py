@@ -40,6 +40,7 @@ sys.argv = [
     str(train_ok),
     "--delay",
     delay,
+    "--base-validation",
     *(["--art-path", args.art_path] if args.art_path else []),
 ]
 runpy.run_path(str(train_ok), run_name="__main__")
