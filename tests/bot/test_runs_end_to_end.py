@@ -140,6 +140,32 @@ def test_the_result_compares_the_base_model_with_the_best_and_last_checkpoints(
     ]
 
 
+def test_a_resumed_run_keeps_the_base_validation_of_the_run_it_resumes(
+    make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
+) -> None:
+    host = make_runner(
+        environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
+        command=f"{{python}} {STAND_IN} --mode fail-then-resume {{script}}",
+    )
+    user = finished_wizard(make_bot, fake, host.base_url)
+    user.click("Approve and run")
+    follow_until_finished(user)
+    failure = next(m for m in user.bot_messages() if "Training failed" in m.text)
+    assert "Before and after" in failure.text  # base and step 2 were validated
+    user.click("Resume from the last checkpoint")
+    follow_until_finished(user)
+    first, resumed = runs_of(user).runs.for_thread(user.key)
+    assert first.state == "failed" and resumed.state == "succeeded"
+    assert resumed.resume_from_job == first.job_id and resumed.job_id is not None
+    # The same folder: the base model was validated once, by the first job.
+    logged = logged_validations(host.run_dir(first.job_id))
+    assert sorted(logged) == [0, 2, 4, 6]
+    final = next(m.text for m in user.bot_messages() if "Training finished" in m.text)
+    cells = before_after_cells(final)
+    assert cells[0] == ["val", "base", "best@6", "last@6"]
+    assert cells[1][:2] == ["reward", f"{logged[0]['val/reward']:.3f}"]
+
+
 def test_a_cuda_oom_offers_a_retry_with_lower_gpu_memory_that_then_succeeds(
     make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
 ) -> None:
