@@ -80,6 +80,7 @@ def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
     text = (
         f"<@{run.owner}> :white_check_mark: {finished}. "
         f"Your model: `{escape(model)}`\n"
+        f"{_with_newline(before_after_table(run.points))}"
         f"*Python*\n```from openai import OpenAI\n\n"
         f'client = OpenAI(base_url="{escape(url)}", api_key="not-needed")\n'
         f'response = client.chat.completions.create(\n    model="{escape(model)}",\n'
@@ -100,6 +101,9 @@ def failure_message(run: Run, failure: Failure) -> SlackMessage:
         lines.append(f"*What to do:* {escape(failure.fix)}")
     if failure.log_excerpt:
         lines.append(f"```{escape(clip(failure.log_excerpt, 2_000))}```")
+    table = before_after_table(run.points, needs_base=True)
+    if table:
+        lines.append(table)
     text = "\n".join(lines)
     blocks: list[Block] = sections(text)
     if failure.fix_action is not None:
@@ -165,3 +169,79 @@ def _duration(delta: timedelta) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, seconds = divmod(rest, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
+
+
+# ---- before and after ----------------------------------------------------------------------
+
+MAX_TABLE_METRICS = 8
+"""Rows of the before-and-after table: val/reward, then the rollouts' own metrics by name."""
+ART_VAL_BOOKKEEPING = frozenset({"trajectories", "reward_std_dev", "exception_rate"})
+"""val/ numbers ART (or the progress line) adds by itself: not the script's metrics."""
+METRIC_NAME_WIDTH = 14
+VALUE_WIDTH = 8
+
+
+def before_after_table(points: Sequence[Mapping[str, Any]], *, needs_base: bool = False) -> str:
+    """The base model (step 0), the best checkpoint (highest val/reward) and the last one on the
+    validation split, with each one's change from the base: a monospace block ("" without a
+    trained checkpoint's validation, or without the base's when `needs_base`).
+
+    Slack's mrkdwn has no tables, so the columns are aligned in a code block, narrow enough
+    (about 40 characters) for a phone."""
+    validated = [p for p in points if isinstance(p.get("val"), int | float)]
+    base = next((p for p in validated if p["step"] == 0), None)
+    trained = [p for p in validated if p["step"] > 0]
+    if not trained or (needs_base and base is None):
+        return ""
+    best = max(trained, key=lambda p: (p["val"], p["step"]))
+    last = max(trained, key=lambda p: p["step"])
+    columns = [("base", base), (f"best@{best['step']}", best), (f"last@{last['step']}", last)]
+    lines = ["val".ljust(METRIC_NAME_WIDTH) + "".join(n.rjust(VALUE_WIDTH) for n, _ in columns)]
+    for name in _table_metrics([base, best, last]):
+        values = [None if p is None else _val_metric(p, name) for _, p in columns]
+        lines.append(_row(escape(clip(name, METRIC_NAME_WIDTH)), [_number(v) for v in values]))
+        if values[0] is not None:
+            changes = [None, *(None if v is None else v - values[0] for v in values[1:])]
+            lines.append(_row("  vs base", [_change(c) for c in changes]))
+    return (
+        "*Before and after* (validation: base model, best checkpoint by val/reward, last)\n"
+        "```" + "\n".join(lines) + "```"
+    )
+
+
+def _table_metrics(points: Sequence[Mapping[str, Any] | None]) -> list[str]:
+    names: set[str] = set()
+    for point in points:
+        for key in (point or {}).get("val_metrics", {}):
+            name = key.removeprefix("val/")
+            if key.startswith("val/") and "/" not in name and name not in ART_VAL_BOOKKEEPING:
+                names.add(name)
+    names.discard("reward")
+    return ["reward", *sorted(names)][:MAX_TABLE_METRICS]
+
+
+def _val_metric(point: Mapping[str, Any], name: str) -> float | None:
+    if name == "reward":
+        return float(point["val"])
+    value = point.get("val_metrics", {}).get(f"val/{name}")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _row(name: str, cells: Sequence[str]) -> str:
+    return name.ljust(METRIC_NAME_WIDTH) + "".join(c.rjust(VALUE_WIDTH) for c in cells)
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if abs(value) < 1_000 else f"{value:.3g}"
+
+
+def _change(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:+.3f}" if abs(value) < 1_000 else f"{value:+.3g}"
+
+
+def _with_newline(text: str) -> str:
+    return f"{text}\n" if text else ""

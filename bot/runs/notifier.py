@@ -57,9 +57,7 @@ class RunNotifier:
                 points=_with_point(run.points, data, "train", "train/reward"),
             )
         elif event.type is EventType.validation:
-            run = self.runs.update(
-                run.id, points=_with_point(run.points, data, "val", "val/reward")
-            )
+            run = self.runs.update(run.id, points=_with_validation(run.points, data))
         elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
             run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
             self.say(slack, run, f":warning: {escape(clip(str(data.get('message', '')), 1_500))}")
@@ -147,3 +145,20 @@ def _with_point(
             return updated
     updated.append({"step": step, "train": None, "val": None, field: float(value)})
     return sorted(updated, key=lambda p: p["step"])
+
+
+def _with_validation(points: list[dict[str, Any]], data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The validation's val/reward on the curve, and every numeric val/ metric it logged kept
+    with its point (`val_metrics`), for the before-and-after table."""
+    updated = _with_point(points, data, "val", "val/reward")
+    if updated is points:  # no val/reward: nothing to compare
+        return points
+    metrics = {
+        key: float(value)
+        for key, value in data.items()
+        if key.startswith("val/") and isinstance(value, int | float)
+    }
+    for point in updated:
+        if point["step"] == data["step"]:
+            point["val_metrics"] = metrics
+    return updated

@@ -126,6 +126,7 @@ class RunService:
         *,
         args: list[str] | None = None,
         resume_from_job: str | None = None,
+        points: list[dict[str, Any]] | None = None,
     ) -> Run:
         """An approval recorded, a run created for it, and its first submission tried."""
         approval = self.records.record_approval(key, user, script, script_name)
@@ -139,6 +140,7 @@ class RunService:
             required_env=required,
             args=args,
             resume_from_job=resume_from_job,
+            points=points,
         )
         self._submit(slack, run)
         return self.runs.get(run.id) or run
@@ -353,6 +355,9 @@ class RunService:
             run.required_env,
             args=args,
             resume_from_job=resume,
+            # The resumed job reports only its own steps: the curve (and the base model's
+            # validation at step 0) go on from the earlier run's.
+            points=run.points if resume else None,
         )
 
     def runs_text(self, user: str, team: str) -> str:

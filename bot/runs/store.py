@@ -75,7 +75,9 @@ class Run(Base, kw_only=True):
     points: Mapped[list[dict[str, Any]]] = mapped_column(
         "points_json", JsonList, default_factory=list
     )
-    """[{"step": n, "train": r|null, "val": r|null}]: the reward curve for the plot."""
+    """[{"step": n, "train": r|null, "val": r|null, "val_metrics": {...}}]: the reward curve for
+    the plot; a validated step also keeps its numeric val/ metrics (`val_metrics`, absent on runs
+    recorded before it existed), for the before-and-after table."""
     required_env: Mapped[list[str]] = mapped_column(
         "required_env_json", JsonList, default_factory=list
     )
@@ -131,8 +133,10 @@ class RunStore(SqlStore):
         required_env: list[str] | None = None,
         args: list[str] | None = None,
         resume_from_job: str | None = None,
+        points: list[dict[str, Any]] | None = None,
     ) -> Run:
-        """A new run of an approval, `submitting`."""
+        """A new run of an approval, `submitting`; a resumed run starts with the earlier run's
+        `points` (its curve and base-model validation go on)."""
         run = Run(
             approval_id=approval_id,
             team=key.team,
@@ -145,6 +149,7 @@ class RunStore(SqlStore):
             args=args or [],
             resume_from_job=resume_from_job,
             required_env=required_env or [],
+            points=points or [],
             state="submitting",
             created_at=self._clock(),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from collections.abc import Iterator
@@ -92,6 +93,77 @@ def test_an_approved_script_trains_and_its_progress_plot_and_result_reach_the_th
     assert len(plots) == 1 and plots[0].content.startswith(b"\x89PNG")  # once, at the end
     [job] = [runs.client.job(run.job_id)]
     assert job.state.value == "succeeded"
+
+
+def logged_validations(run_dir: Path) -> dict[int, dict[str, float]]:
+    """What the job logged to ART's history.jsonl for each validated step."""
+    [history] = run_dir.glob(".art/*/models/*/history.jsonl")
+    rows = [json.loads(line) for line in history.read_text().splitlines() if line.strip()]
+    return {row["step"]: row for row in rows if "val/reward" in row}
+
+
+def before_after_cells(message: str) -> list[list[str]]:
+    """The before-and-after table of a message, as the words of each line."""
+    table = message.split("*Before and after*", 1)[1].split("```")[1]
+    return [line.split() for line in table.splitlines()]
+
+
+def test_the_result_compares_the_base_model_with_the_best_and_last_checkpoints(
+    make_bot: BotFactory, fake: FakeSlack, gpu_host: Runner
+) -> None:
+    user = finished_wizard(make_bot, fake, gpu_host.base_url)
+    user.click("Approve and run")
+    follow_until_finished(user)
+    [run] = runs_of(user).runs.for_thread(user.key)
+    assert run.job_id is not None
+    logged = logged_validations(gpu_host.run_dir(run.job_id))
+    assert sorted(logged) == [0, 2, 4]  # the base model, then every second step
+
+    final = next(m.text for m in user.bot_messages() if "Training finished" in m.text)
+    base, best_and_last = logged[0], logged[4]
+
+    def row(key: str) -> list[str]:
+        before, after = base[key], best_and_last[key]
+        return [key.removeprefix("val/"), f"{before:.3f}", *[f"{after:.3f}"] * 2]
+
+    def change(key: str) -> list[str]:
+        return ["vs", "base", *[f"{best_and_last[key] - base[key]:+.3f}"] * 2]
+
+    # val/reward, then the rollouts' own metrics (ART's bookkeeping left out), each with its
+    # change from the base model.
+    assert before_after_cells(final) == [
+        ["val", "base", "best@4", "last@4"],
+        row("val/reward"),
+        change("val/reward"),
+        row("val/turns"),
+        change("val/turns"),
+    ]
+
+
+def test_a_resumed_run_keeps_the_base_validation_of_the_run_it_resumes(
+    make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
+) -> None:
+    host = make_runner(
+        environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
+        command=f"{{python}} {STAND_IN} --mode fail-then-resume {{script}}",
+    )
+    user = finished_wizard(make_bot, fake, host.base_url)
+    user.click("Approve and run")
+    follow_until_finished(user)
+    failure = next(m for m in user.bot_messages() if "Training failed" in m.text)
+    assert "Before and after" in failure.text  # base and step 2 were validated
+    user.click("Resume from the last checkpoint")
+    follow_until_finished(user)
+    first, resumed = runs_of(user).runs.for_thread(user.key)
+    assert first.state == "failed" and resumed.state == "succeeded"
+    assert resumed.resume_from_job == first.job_id and resumed.job_id is not None
+    # The same folder: the base model was validated once, by the first job.
+    logged = logged_validations(host.run_dir(first.job_id))
+    assert sorted(logged) == [0, 2, 4, 6]
+    final = next(m.text for m in user.bot_messages() if "Training finished" in m.text)
+    cells = before_after_cells(final)
+    assert cells[0] == ["val", "base", "best@6", "last@6"]
+    assert cells[1][:2] == ["reward", f"{logged[0]['val/reward']:.3f}"]
 
 
 def test_a_cuda_oom_offers_a_retry_with_lower_gpu_memory_that_then_succeeds(

@@ -359,6 +359,16 @@ def average_reward(groups: list[art.TrajectoryGroup]) -> float | None:
     return sum(rewards) / len(rewards) if rewards else None
 
 
+def average_metrics(groups: list[art.TrajectoryGroup]) -> dict[str, float]:
+    """Each numeric metric of the rollouts, averaged over the rollouts that have it (as ART logs it)."""
+    values: dict[str, list[float]] = {}
+    for trajectory in (t for g in groups for t in g.trajectories):
+        for key, value in trajectory.metrics.items():
+            if isinstance(value, int | float):
+                values.setdefault(key, []).append(float(value))
+    return {key: sum(numbers) / len(numbers) for key, numbers in values.items()}
+
+
 def print_progress(
     step: int,
     split: str,
@@ -432,6 +442,49 @@ def check_progress(step: int | None, failed_in_a_row: int) -> int:
 
 
 # --- Validation ---
+async def score_validation(
+    model: art.TrainableModel,
+    val_scenarios: list[Scenario],
+    args: argparse.Namespace,
+    semaphore: asyncio.Semaphore,
+    step: int,
+) -> None:
+    """Score the held-out scenarios with the model as it is at `step`, logged as val/reward."""
+    scenarios = val_scenarios[: args.val_max_groups]
+    if not scenarios:
+        return
+    what = "validation of the base model" if step == 0 else f"validation at step {step}"
+    groups = await gather_groups(model, scenarios, args, semaphore, what)
+    report_failures(groups, what)
+    await model.log(groups, step=step, split="val")
+    print_progress(step, "val", groups, average_metrics(groups))
+    reward = average_reward(groups)
+    print(
+        f"{what.capitalize()}: val/reward={reward:.3f}"
+        if reward is not None
+        else f"{what.capitalize()}: no rollout succeeded"
+    )
+
+
+async def validate_base_model(
+    model: art.TrainableModel,
+    val_scenarios: list[Scenario],
+    args: argparse.Namespace,
+    semaphore: asyncio.Semaphore,
+) -> None:
+    """Score the base model once, before the first training step, logged at step 0: the
+    "before" that the trained checkpoints' val/reward is compared with."""
+    # ART 0.5.18 counts steps by the checkpoints the backend holds (LocalBackend: the folders
+    # under .art/<project>/models/<name>/checkpoints; ServerlessBackend: the model's checkpoints
+    # on W&B), so a step above 0 means an earlier run trained, and validated the base model
+    # first. history.jsonl says less: it is only on the machine that logged it (a serverless run
+    # resumed elsewhere has none). A run stopped before its first step validates the base again
+    # on resume; ART averages the two step-0 rows (delete_checkpoints groups history by step).
+    if await model.get_step() > 0:
+        return
+    await score_validation(model, val_scenarios, args, semaphore, step=0)
+
+
 async def validate(
     model: art.TrainableModel,
     val_scenarios: list[Scenario],
@@ -440,21 +493,7 @@ async def validate(
     step: int,
 ) -> None:
     """Score the held-out scenarios (logged as val/reward), then keep only the latest and best checkpoints."""
-    scenarios = val_scenarios[: args.val_max_groups]
-    if not scenarios:
-        return
-    groups = await gather_groups(
-        model, scenarios, args, semaphore, f"validation at step {step}"
-    )
-    report_failures(groups, f"validation at step {step}")
-    await model.log(groups, step=step, split="val")
-    print_progress(step, "val", groups)
-    reward = average_reward(groups)
-    print(
-        f"Validation at step {step}: val/reward={reward:.3f}"
-        if reward is not None
-        else f"Validation at step {step}: no rollout succeeded"
-    )
+    await score_validation(model, val_scenarios, args, semaphore, step)
     await model.delete_checkpoints(best_checkpoint_metric="val/reward")
 
 
@@ -470,6 +509,7 @@ async def train(
     total_steps = (
         math.ceil(len(train_scenarios) / args.groups_per_step) * args.num_epochs
     )
+    await validate_base_model(model, val_scenarios, args, semaphore)
     failed_in_a_row = 0
     for batch in iterate_dataset(
         train_scenarios,

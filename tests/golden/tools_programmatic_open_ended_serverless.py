@@ -402,6 +402,16 @@ def average_reward(groups: list[art.TrajectoryGroup]) -> float | None:
     return sum(rewards) / len(rewards) if rewards else None
 
 
+def average_metrics(groups: list[art.TrajectoryGroup]) -> dict[str, float]:
+    """Each numeric metric of the rollouts, averaged over the rollouts that have it (as ART logs it)."""
+    values: dict[str, list[float]] = {}
+    for trajectory in (t for g in groups for t in g.trajectories):
+        for key, value in trajectory.metrics.items():
+            if isinstance(value, int | float):
+                values.setdefault(key, []).append(float(value))
+    return {key: sum(numbers) / len(numbers) for key, numbers in values.items()}
+
+
 def print_progress(
     step: int,
     split: str,

@@ -3,7 +3,9 @@
 It checks that the script it was given is the generated one (it compiles and calls ART), then
 writes what ART writes (tests/runner/scripts/train_ok.py). With --mode oom-then-ok it fails
 with CUDA's out-of-memory error unless --gpu-memory-utilization was lowered below 0.7; with
---mode slow each step takes seconds (time to cancel it).
+--mode slow each step takes seconds (time to cancel it); with --mode fail-then-resume the first
+run trains 2 steps and then raises in the script's `rollout` (a failure the runner offers to
+resume), and a run that finds checkpoints goes on from them.
 """
 
 import argparse
@@ -12,7 +14,9 @@ import sys
 from pathlib import Path
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--mode", default="ok", choices=["ok", "oom-then-ok", "slow"])
+parser.add_argument(
+    "--mode", default="ok", choices=["ok", "oom-then-ok", "slow", "fail-then-resume"]
+)
 parser.add_argument("script")
 parser.add_argument("--art-path", default=None)
 parser.add_argument("--gpu-memory-utilization", type=float, default=None)
@@ -40,6 +44,20 @@ sys.argv = [
     str(train_ok),
     "--delay",
     delay,
+    "--base-validation",
     *(["--art-path", args.art_path] if args.art_path else []),
 ]
-runpy.run_path(str(train_ok), run_name="__main__")
+art_path = Path(args.art_path or ".art")
+fails_now = args.mode == "fail-then-resume" and not any(art_path.glob("*/models/*/checkpoints/*"))
+if fails_now:
+    sys.argv += ["--steps", "2", "--exit-code", "1"]
+try:
+    runpy.run_path(str(train_ok), run_name="__main__")
+except SystemExit as stopped:
+    if not fails_now:
+        raise
+    print("Traceback (most recent call last):", file=sys.stderr)
+    print(f'  File "{Path(args.script).resolve()}", line 120, in rollout', file=sys.stderr)
+    print("    answer = parse(reply)", file=sys.stderr)
+    print("ValueError: the reply has no answer", file=sys.stderr)
+    sys.exit(stopped.code)

@@ -27,6 +27,12 @@ parser.add_argument("--pause-after", type=int, default=0)
 parser.add_argument("--linger", type=float, default=0, help="seconds to stay after the banner")
 parser.add_argument("--exit-code", type=int, default=0)
 parser.add_argument("--no-history", action="store_true")
+parser.add_argument(
+    "--base-validation",
+    action="store_true",
+    help="validate the base model at step 0 first (not on resume), and log the rollouts' own "
+    "metrics and ART's bookkeeping with each validation, as a generated script does",
+)
 args, _unknown = parser.parse_known_args()
 
 art = Path(args.art_path or ".art")
@@ -57,6 +63,23 @@ def log(record: dict) -> None:
     print("ARTBOT_PROGRESS " + json.dumps(progress), flush=True)
 
 
+def validation_record(step: int) -> dict:
+    """What a validation at `step` logs: val/reward grows, val/turns falls with training."""
+    record = {"step": step, "recorded_at": time.time(), "val/reward": step / 20}
+    if args.base_validation:
+        record.update(
+            {
+                "val/turns": 3.0 - step / 4,
+                "val/exception_rate": 0.0,
+                "val/reward_std_dev": 0.1,
+            }
+        )
+    return record
+
+
+if args.base_validation and start == 0:
+    log(validation_record(0))
+
 for step in range(start + 1, start + args.steps + 1):
     if args.wait_for and step > args.pause_after:
         while not Path(args.wait_for).exists():
@@ -74,7 +97,7 @@ for step in range(start + 1, start + args.steps + 1):
     )
     (model_dir / "checkpoints" / f"{step:04d}").mkdir(parents=True, exist_ok=True)
     if step % args.val_every == 0:
-        log({"step": step, "recorded_at": time.time(), "val/reward": step / 20})
+        log(validation_record(step))
     time.sleep(args.delay)
 
 if args.exit_code:
