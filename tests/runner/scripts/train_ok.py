@@ -4,7 +4,8 @@ history.jsonl lines (train and val splits) appended as ART's model.log does, a l
 written in two parts (ART's writer is mid-line when the runner reads), checkpoints/NNNN folders,
 each validation's trajectories in `trajectories/val/NNNN.parquet` with the schema and encoding
 of ART 0.5.18's `write_trajectory_groups_parquet` (rewards VAL_OFFSETS around step / 20, so the
-best and the worst are known; --rollout-text goes into the best one's last answer), the generated script's progress line after each (`ARTBOT_PROGRESS {...}`, with the same metrics
+best and the worst are known; --rollout-text goes into the best one's last answer), the
+generated script's progress line after each (`ARTBOT_PROGRESS {...}`, with the same metrics
 as the history line, so that whichever the runner reads first, the event is the same) and its
 end-of-training banner. Takes --art-path like a generated script; --no-history prints the progress
 lines only (a job whose files the runner cannot see, as on Ray).
