@@ -20,10 +20,11 @@ from bot.blocks import text_message
 from bot.outbox import Outbox
 from bot.plots import reward_curve_png
 from bot.runs.cards import failure_message, status_card, success_message
+from bot.runs.rollouts import first_validation, post_rollouts
 from bot.runs.store import Run, RunStore
 from bot.slack_text import clip, escape
 from bot.thread_effects import Post
-from runner.schemas import EventType, Failure, JobEvent, JobState
+from runner.schemas import EventType, Failure, JobEvent, JobState, ValidationRollouts
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class RunNotifier:
             run = self.runs.update(
                 run.id, points=_with_point(run.points, data, "val", "val/reward")
             )
+        elif event.type is EventType.rollouts:
+            self._first_rollouts(slack, run, data)
         elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
             run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
             self.say(slack, run, f":warning: {escape(clip(str(data.get('message', '')), 1_500))}")
@@ -80,6 +83,17 @@ class RunNotifier:
             )
             self.say(slack, run, f"<@{run.owner}> the training job `{run.job_id}` {what}.")
         return run
+
+    def _first_rollouts(self, slack: WebClient, run: Run, data: Mapping[str, Any]) -> None:
+        """The first validation's best and worst rollouts (bot.runs.rollouts says which are
+        posted); the others are shown on request or, the last, at the end."""
+        try:
+            rollouts = ValidationRollouts.model_validate(data)
+        except ValueError:
+            log.warning("run %s: a rollouts event that does not parse", run.id)
+            return
+        if first_validation(run, rollouts.step):
+            post_rollouts(slack, self.outbox, run, rollouts, "the first validation")
 
     def _upload_plot(self, slack: WebClient, run: Run) -> None:
         if not run.points:

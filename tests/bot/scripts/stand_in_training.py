@@ -3,16 +3,21 @@
 It checks that the script it was given is the generated one (it compiles and calls ART), then
 writes what ART writes (tests/runner/scripts/train_ok.py). With --mode oom-then-ok it fails
 with CUDA's out-of-memory error unless --gpu-memory-utilization was lowered below 0.7; with
---mode slow each step takes seconds (time to cancel it).
+--mode slow each step takes seconds (time to cancel it). --mode huge-rollout makes the best
+validation rollout's answer far too long for a message; --mode secret-rollout makes it say the
+job's OPENAI_API_KEY.
 """
 
 import argparse
+import os
 import runpy
 import sys
 from pathlib import Path
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--mode", default="ok", choices=["ok", "oom-then-ok", "slow"])
+parser.add_argument(
+    "--mode", default="ok", choices=["ok", "oom-then-ok", "slow", "huge-rollout", "secret-rollout"]
+)
 parser.add_argument("script")
 parser.add_argument("--art-path", default=None)
 parser.add_argument("--gpu-memory-utilization", type=float, default=None)
@@ -36,10 +41,15 @@ if args.mode == "oom-then-ok" and (
 
 train_ok = Path(__file__).resolve().parents[2] / "runner" / "scripts" / "train_ok.py"
 delay = "3" if args.mode == "slow" else "0.05"
+said = {
+    "huge-rollout": " The long answer:" + " word" * 5_000,
+    "secret-rollout": f" My key is {os.environ.get('OPENAI_API_KEY')}.",
+}.get(args.mode, "")
 sys.argv = [
     str(train_ok),
     "--delay",
     delay,
     *(["--art-path", args.art_path] if args.art_path else []),
+    *(["--rollout-text", said] if said else []),
 ]
 runpy.run_path(str(train_ok), run_name="__main__")
