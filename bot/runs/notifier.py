@@ -4,7 +4,8 @@ each one message through the outbox: training started, the first warning, a fail
 what to do, the result with the model (and the reward curve once, at the end).
 
 Validations are not posted: the card shows the latest val/reward, and a post per validation
-(with a plot each) made a long run the noisiest part of the thread."""
+(with a plot each) made a long run the noisiest part of the thread. The first validation's best
+and worst rollouts are (bot.runs.rollouts: which ones, and why)."""
 
 from __future__ import annotations
 
