@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bot.runs.rollouts import RolloutsRequest, rollouts_request
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_runs_end_to_end import STAND_IN, finished_wizard, follow_until_finished
 from tests.fakes.slack_api import FakeSlack
@@ -110,3 +111,31 @@ def test_a_secret_said_in_a_rollout_is_redacted(
     assert "My key is [REDACTED:OPENAI_API_KEY]." in first
     assert not any(OPENAI_KEY in m.text for m in fake.messages(user.channel))
     assert not any(OPENAI_KEY in m.text for m in fake.thread(user.channel, user.thread))
+
+
+@pytest.mark.parametrize(
+    ("text", "step"),
+    [("show rollouts", None), ("Show Rollouts 12", 12), ("show rollout step 3", 3)],
+)
+def test_show_rollouts_is_read_with_or_without_a_step(text: str, step: int | None) -> None:
+    assert rollouts_request(text) == RolloutsRequest(step)
+
+
+@pytest.mark.parametrize("text", ["show rollouts please", "rollouts 2", "show rollouts -1", ""])
+def test_other_text_is_not_a_rollouts_request(text: str) -> None:
+    assert rollouts_request(text) is None
+
+
+def test_a_job_whose_trajectory_files_the_runner_cannot_see_says_so_when_asked(
+    make_bot: BotFactory, fake: FakeSlack, make_runner: RunnerFactory
+) -> None:
+    user = finished_wizard(make_bot, fake, gpu_host(make_runner, "progress-lines-only").base_url)
+    user.click("Approve and run")
+    follow_until_finished(user)
+    assert any("Training finished at step 4" in m.text for m in user.bot_messages())
+    assert not rollout_posts(user)
+
+    user.reply("show rollouts")
+
+    assert user.bot_messages()[-1].text.startswith("No validation rollouts yet.")
+    assert "a job on Ray keeps them on its own host" in user.bot_messages()[-1].text

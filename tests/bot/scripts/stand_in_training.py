@@ -5,7 +5,8 @@ writes what ART writes (tests/runner/scripts/train_ok.py). With --mode oom-then-
 with CUDA's out-of-memory error unless --gpu-memory-utilization was lowered below 0.7; with
 --mode slow each step takes seconds (time to cancel it). --mode huge-rollout makes the best
 validation rollout's answer far too long for a message; --mode secret-rollout makes it say the
-job's OPENAI_API_KEY.
+job's OPENAI_API_KEY; --mode progress-lines-only writes no ART files (a job on Ray, whose
+files the runner cannot see).
 """
 
 import argparse
@@ -16,7 +17,9 @@ from pathlib import Path
 
 parser = argparse.ArgumentParser()
 parser.add_argument(
-    "--mode", default="ok", choices=["ok", "oom-then-ok", "slow", "huge-rollout", "secret-rollout"]
+    "--mode",
+    default="ok",
+    choices=["ok", "oom-then-ok", "slow", "huge-rollout", "secret-rollout", "progress-lines-only"],
 )
 parser.add_argument("script")
 parser.add_argument("--art-path", default=None)
@@ -51,5 +54,6 @@ sys.argv = [
     delay,
     *(["--art-path", args.art_path] if args.art_path else []),
     *(["--rollout-text", said] if said else []),
+    *(["--no-history"] if args.mode == "progress-lines-only" else []),
 ]
 runpy.run_path(str(train_ok), run_name="__main__")
