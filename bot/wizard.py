@@ -30,6 +30,7 @@ from bot.home import home_view
 from bot.installations import Workspaces
 from bot.keyed_locks import KeyedLocks
 from bot.outbox import Outbox
+from bot.runs.rollouts import rollouts_request
 from bot.script_results import ScriptResults
 from bot.slack_records import DuplicateDelivery, SlackRecords
 from bot.slack_text import clip, escape
@@ -184,6 +185,8 @@ class WizardService:
             return delivery is None or self.records.first_delivery(delivery)
 
         key = incoming.key
+        if self._rollouts_asked(client, incoming):
+            return
         with self._locks.hold(key):
             stored = self.store.get(key)
             if stored is None:
@@ -221,6 +224,14 @@ class WizardService:
             runs = self.runs.thread_status(key)
             if runs:  # after the turn's own status, which is in the outbox
                 self.outbox.enqueue(key, [Post(text_message(runs))])
+
+    def _rollouts_asked(self, client: WebClient, incoming: Incoming) -> bool:
+        """`show rollouts [step]` in a thread with a run: shown, whoever asks (it shows what the
+        thread's run did, to the channel that already sees the thread; nothing is started)."""
+        request = rollouts_request(incoming.reply.text)
+        if request is None or self.runs is None:
+            return False
+        return self.runs.show_rollouts(client, incoming.key, request.step)
 
     def generate(self, client: WebClient, key: SessionKey) -> None:
         """The outbox reached a completed turn: render, check and upload the thread's script

@@ -16,7 +16,16 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
+from runner.schemas import (
+    EventsPage,
+    Health,
+    Job,
+    JobsPage,
+    JobState,
+    JobSubmission,
+    LogTail,
+    RolloutsPage,
+)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -85,6 +94,11 @@ class RunnerClient:
             params={"after": after, "wait": wait},
             timeout=self._timeout + wait,  # the runner may hold the request for `wait`
         )
+
+    def rollouts(self, job_id: str, step: int | None = None) -> RolloutsPage:
+        """The best and worst validation rollouts of `step` (the latest when None)."""
+        params: dict[str, Any] = {} if step is None else {"step": step}
+        return self._call("GET", f"/jobs/{job_id}/rollouts", RolloutsPage, params=params)
 
     def cancel(self, job_id: str) -> Job:
         return self._call("POST", f"/jobs/{job_id}/cancel", Job)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.rollouts import read_rollouts, val_trajectory_files
 from runner.schemas import EventType
 
 HISTORY_FILE = "history.jsonl"
@@ -116,6 +117,7 @@ class Baseline:
 
     history_offsets: dict[str, int] = field(default_factory=dict)
     checkpoints: dict[str, list[int]] = field(default_factory=dict)
+    val_trajectories: dict[str, list[int]] = field(default_factory=dict)
 
     @classmethod
     def capture(cls, run_dir: Path) -> Baseline:
@@ -128,17 +130,28 @@ class Baseline:
             steps = checkpoint_steps(folder)
             if steps:
                 baseline.checkpoints[key] = steps
+            logged = sorted(val_trajectory_files(folder))
+            if logged:
+                baseline.val_trajectories[key] = logged
         return baseline
 
     def to_json(self) -> str:
         return json.dumps(
-            {"history_offsets": self.history_offsets, "checkpoints": self.checkpoints}
+            {
+                "history_offsets": self.history_offsets,
+                "checkpoints": self.checkpoints,
+                "val_trajectories": self.val_trajectories,
+            }
         )
 
     @classmethod
     def from_json(cls, text: str) -> Baseline:
         value = json.loads(text)
-        return cls(dict(value.get("history_offsets", {})), dict(value.get("checkpoints", {})))
+        return cls(
+            dict(value.get("history_offsets", {})),
+            dict(value.get("checkpoints", {})),
+            dict(value.get("val_trajectories", {})),
+        )
 
 
 def _file_size(path: Path) -> int:
@@ -158,6 +171,7 @@ class Seen:
     steps: set[int] = field(default_factory=set)
     validations: set[int] = field(default_factory=set)
     checkpoints: set[int] = field(default_factory=set)
+    rollouts: set[int] = field(default_factory=set)
 
     @property
     def last_step(self) -> int | None:
@@ -184,6 +198,7 @@ class Seen:
             EventType.step: seen.steps,
             EventType.validation: seen.validations,
             EventType.checkpoint: seen.checkpoints,
+            EventType.rollouts: seen.rollouts,
         }
         for kind, data in reported:
             step = data.get("step")
@@ -207,6 +222,7 @@ class ArtProgress:
         self._seen = seen or Seen()
         self._histories: dict[str, _History] = {}
         self._models: list[Path] = []
+        self._unreadable: dict[Path, int] = {}  # a trajectories file that did not parse: its size
 
     @property
     def last_step(self) -> int | None:
@@ -222,6 +238,7 @@ class ArtProgress:
             key = str(folder.relative_to(self._run_dir))
             events.extend(self._read_history(key, folder / HISTORY_FILE))
             events.extend(self._new_checkpoints(key, folder))
+            events.extend(self._new_rollouts(key, folder))
         return events
 
     def _read_history(self, key: str, path: Path) -> list[Emitted]:
@@ -262,6 +279,27 @@ class ArtProgress:
         if len(history.partial) > MAX_LINE_BYTES:
             history.partial, history.skipping = b"", True
         return [line for line in lines if line.strip()]
+
+    def _new_rollouts(self, key: str, folder: Path) -> list[Emitted]:
+        """A `rollouts` event per validation step whose trajectories file is new and readable.
+
+        Several models under one run folder (rare) share the step numbers: the first told wins."""
+        before = set(self._baseline.val_trajectories.get(key, ()))
+        events: list[Emitted] = []
+        for step, path in sorted(val_trajectory_files(folder).items()):
+            if step in before or step in self._seen.rollouts:
+                continue
+            size = _file_size(path)
+            if self._unreadable.get(path) == size:
+                continue  # unchanged since it did not parse: half written, or not ART's
+            rollouts = read_rollouts(path, step)
+            if rollouts is None:
+                self._unreadable[path] = size
+                continue
+            self._unreadable.pop(path, None)
+            self._seen.rollouts.add(step)
+            events.append((EventType.rollouts, rollouts.model_dump(mode="json")))
+        return events
 
     def _new_checkpoints(self, key: str, folder: Path) -> list[Emitted]:
         before = set(self._baseline.checkpoints.get(key, ()))

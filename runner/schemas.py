@@ -36,6 +36,7 @@ class EventType(StrEnum):
     step = "step"
     validation = "validation"
     checkpoint = "checkpoint"
+    rollouts = "rollouts"  # the best and the worst validation rollout of a step
     warning = "warning"
     failed = "failed"
     succeeded = "succeeded"
@@ -139,7 +140,47 @@ class JobEvent(BaseModel):
     at: datetime
     data: dict[str, Any] = Field(default_factory=dict)
     """step: {step, train/reward, ...metrics}; validation: {step, val/reward}; checkpoint: {step};
-    warning: {message}; failed: Failure; succeeded: {model, inference_url, step}"""
+    rollouts: ValidationRollouts; warning: {message}; failed: Failure;
+    succeeded: {model, inference_url, step}"""
+
+
+class RolloutMessage(BaseModel):
+    """One message of a rollout as ART records it (its parquet's `messages` column), cut."""
+
+    role: str
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    trainable: bool = False
+    """True for the model's own turns (a Choice in ART's trajectory)."""
+
+
+class Rollout(BaseModel):
+    """One validation trajectory: its reward, metrics and messages (bounded: see `cut`)."""
+
+    reward: float
+    metrics: dict[str, float | int | bool | None] = Field(default_factory=dict)
+    messages: list[RolloutMessage] = Field(default_factory=list)
+    cut: bool = False
+    """Whether messages or their texts were shortened to fit the event."""
+
+
+class ValidationRollouts(BaseModel):
+    """The `rollouts` event of a validation step: its best and worst trajectory by reward."""
+
+    step: int
+    count: int = Field(ge=0, description="how many validation trajectories the step had")
+    best: Rollout
+    worst: Rollout
+
+
+class RolloutsPage(BaseModel):
+    """GET /jobs/{id}/rollouts?step=N: the validation steps with rollouts, and the asked one
+    (the latest without `step`; null when there is none)."""
+
+    job_id: str
+    steps: list[int]
+    rollouts: ValidationRollouts | None = None
 
 
 class EventsPage(BaseModel):

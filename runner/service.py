@@ -30,7 +30,18 @@ from runner.recorder import JobRecorder
 from runner.redact import Redactor
 from runner.retention import SWEEP_INTERVAL_S, RetentionPolicy, RetentionSweeper
 from runner.scheduler import Scheduler, SlotPool
-from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
+from runner.schemas import (
+    EventsPage,
+    EventType,
+    Health,
+    Job,
+    JobsPage,
+    JobState,
+    JobSubmission,
+    LogTail,
+    RolloutsPage,
+    ValidationRollouts,
+)
 from runner.settings import RunnerSettings
 from runner.store import JobRow, JobStore
 from runner.validation import check_submission
@@ -185,6 +196,23 @@ class JobService:
         next_after = events[-1].seq if events else after
         finished = job.state.finished and next_after >= job.last_event_seq
         return EventsPage(job_id=job_id, events=events, next_after=next_after, finished=finished)
+
+    def rollouts(self, job_id: str, step: int | None = None) -> RolloutsPage:
+        """The validation steps with rollouts, and the rollouts of `step` (the latest when None;
+        null when the job has none of that step)."""
+        self.store.require(job_id)
+        found = {
+            int(event.data["step"]): event.data
+            for event in self.store.events_of_types(job_id, [EventType.rollouts])
+            if isinstance(event.data.get("step"), int)
+        }
+        wanted = max(found, default=None) if step is None else step
+        data = found.get(wanted) if wanted is not None else None
+        return RolloutsPage(
+            job_id=job_id,
+            steps=sorted(found),
+            rollouts=ValidationRollouts.model_validate(data) if data is not None else None,
+        )
 
     def cancel(self, job_id: str) -> Job:
         """Cancel: a queued job at once; a running one is signalled (SIGTERM, grace, SIGKILL)."""

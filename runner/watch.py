@@ -21,7 +21,13 @@ from runner.store import NewEvent
 
 RESCAN_EVERY_S = 1.0
 """How often new model folders are looked for (a poll reads the known ones)."""
-REPORTED_TYPES = (EventType.step, EventType.validation, EventType.checkpoint, EventType.warning)
+REPORTED_TYPES = (
+    EventType.step,
+    EventType.validation,
+    EventType.checkpoint,
+    EventType.rollouts,
+    EventType.warning,
+)
 """The event types a watch reports, and so must know from before a restart."""
 
 

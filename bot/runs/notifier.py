@@ -4,7 +4,8 @@ each one message through the outbox: training started, the first warning, a fail
 what to do, the result with the model (and the reward curve once, at the end).
 
 Validations are not posted: the card shows the latest val/reward, and a post per validation
-(with a plot each) made a long run the noisiest part of the thread."""
+(with a plot each) made a long run the noisiest part of the thread. The first validation's best
+and worst rollouts are (bot.runs.rollouts: which ones, and why)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ from bot.blocks import text_message
 from bot.outbox import Outbox
 from bot.plots import reward_curve_png
 from bot.runs.cards import failure_message, status_card, success_message
+from bot.runs.rollouts import first_validation, post_rollouts
 from bot.runs.store import Run, RunStore
 from bot.slack_text import clip, escape
 from bot.thread_effects import Post
-from runner.schemas import EventType, Failure, JobEvent, JobState
+from runner.schemas import EventType, Failure, JobEvent, JobState, ValidationRollouts
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,8 @@ class RunNotifier:
             )
         elif event.type is EventType.validation:
             run = self.runs.update(run.id, points=_with_validation(run.points, data))
+        elif event.type is EventType.rollouts:
+            self._first_rollouts(slack, run, data)
         elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
             run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
             self.say(slack, run, f":warning: {escape(clip(str(data.get('message', '')), 1_500))}")
@@ -78,6 +82,17 @@ class RunNotifier:
             )
             self.say(slack, run, f"<@{run.owner}> the training job `{run.job_id}` {what}.")
         return run
+
+    def _first_rollouts(self, slack: WebClient, run: Run, data: Mapping[str, Any]) -> None:
+        """The first validation's best and worst rollouts (bot.runs.rollouts says which are
+        posted); the others are shown on request or, the last, at the end."""
+        try:
+            rollouts = ValidationRollouts.model_validate(data)
+        except ValueError:
+            log.warning("run %s: a rollouts event that does not parse", run.id)
+            return
+        if first_validation(run, rollouts.step):
+            post_rollouts(slack, self.outbox, run, rollouts, "the first validation")
 
     def _upload_plot(self, slack: WebClient, run: Run) -> None:
         if not run.points:

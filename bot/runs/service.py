@@ -4,6 +4,7 @@ events (the notifier tells the thread), and the run buttons: Cancel and the fixe
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from bot.outbox import Outbox
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.notifier import RunNotifier
+from bot.runs.rollouts import post_rollouts
 from bot.runs.store import Run, RunStore
 from bot.slack_records import SlackRecords, script_digest
 from bot.slack_text import clip, escape
@@ -24,6 +26,8 @@ from bot.threads import ThreadPoster
 from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventsPage, EventType, FixAction, JobState, JobSubmission
 from storage.sessions import SessionKey, SessionStore
+
+log = logging.getLogger(__name__)
 
 BACKOFF_CAP = timedelta(minutes=5)
 # What the thread is told when a call to the runner fails; {error} is the runner's error.
@@ -37,6 +41,12 @@ LOST_CONTACT = (
     "still following the job and will report when it answers again."
 )
 UNKNOWN_JOB = ":grey_question: The runner no longer knows this job: {error}"
+NO_ROLLOUTS_RUNNER = ":warning: Could not get the rollouts from the GPU runner: {error}"
+NO_ROLLOUTS_YET = (
+    "No validation rollouts yet. They come from ART's trajectory files at each validation "
+    '(`model.log(..., split="val")`), read by the runner from the job\'s folder: a job on '
+    "Ray keeps them on its own host."
+)
 
 
 def required_env(answers: Mapping[str, Any]) -> list[str]:
@@ -261,12 +271,51 @@ class RunService:
             new = [event for event in page.events if event.seq > run.cursor]
             for event in new:
                 run = self.notifier.handle(slack, run, event)
+                if event.type is EventType.succeeded:
+                    self._last_rollouts(slack, run)
                 run = self.runs.update(run.id, cursor=event.seq)
             # A validation is shown at once (rare: minutes apart in ART); steps at most every
             # CARD_MIN_INTERVAL; the end at once.
             shown_now = not run.active or any(e.type is EventType.validation for e in new)
             self.notifier.refresh_card(slack, run, force=bool(new) and shown_now)
             return self.runs.get(run_id)
+
+    def _last_rollouts(self, slack: WebClient, run: Run) -> None:
+        """The run succeeded: its last validation's rollouts, unless that was the first (posted
+        already). Without them (no validation, a Ray job, the runner unreachable) nothing."""
+        if run.job_id is None:
+            return
+        try:
+            page = self.client.rollouts(run.job_id)
+        except RunnerClientError as error:
+            log.warning("run %s: no last rollouts: %s", run.id, error)
+            return
+        if page.rollouts is not None and page.rollouts.step != min(page.steps):
+            post_rollouts(slack, self.notifier.outbox, run, page.rollouts, "the last validation")
+
+    def show_rollouts(self, slack: WebClient, key: SessionKey, step: int | None) -> bool:
+        """`show rollouts [step]` in a thread: the best and worst rollouts of that validation
+        of the thread's latest run (the latest validation without `step`). False when the
+        thread has no run that reached the runner (the text is then not a request for us)."""
+        runs = [run for run in self.runs.for_thread(key) if run.job_id is not None]
+        if not runs:
+            return False
+        run = runs[-1]
+        try:
+            page = self.client.rollouts(str(run.job_id), step)
+        except RunnerClientError as error:
+            self.notifier.say(slack, run, NO_ROLLOUTS_RUNNER.format(error=_shown(error, 300)))
+            return True
+        if page.rollouts is not None:
+            post_rollouts(slack, self.notifier.outbox, run, page.rollouts)
+        elif page.steps:
+            steps = ", ".join(str(s) for s in page.steps)
+            self.notifier.say(
+                slack, run, f"No validation rollouts at step {step}. Steps with some: {steps}."
+            )
+        else:
+            self.notifier.say(slack, run, NO_ROLLOUTS_YET)
+        return True
 
     def following_failed(self, slack: WebClient, run_id: int, error: RunnerClientError) -> None:
         """Asking for a run's events failed: an unreachable runner is told once (following goes

@@ -12,7 +12,16 @@ from starlette.concurrency import run_in_threadpool
 
 from runner.api.auth import require_token
 from runner.metrics import CONTENT_TYPE, RunnerMetrics
-from runner.schemas import EventsPage, Health, Job, JobsPage, JobState, JobSubmission, LogTail
+from runner.schemas import (
+    EventsPage,
+    Health,
+    Job,
+    JobsPage,
+    JobState,
+    JobSubmission,
+    LogTail,
+    RolloutsPage,
+)
 from runner.service import EVENTS_PAGE_LIMIT, JOBS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
 
 MAX_WAIT_S = 30.0
@@ -116,6 +125,16 @@ async def events(
     if wait > 0:  # a follower's long-poll: how late it learns of the events
         metrics.delivered(page)
     return page
+
+
+@jobs.get("/{job_id}/rollouts", response_model=RolloutsPage)
+def rollouts(
+    job_id: JobId,
+    service: Service,
+    step: Annotated[int | None, Query(ge=0, le=MAX_SEQ, description="default: the latest")] = None,
+) -> RolloutsPage:
+    """The best and worst validation rollouts of a step, and the steps that have them."""
+    return service.rollouts(job_id, step)
 
 
 async def _next_events(

@@ -176,6 +176,8 @@ def test_a_run_can_resume_in_the_folder_of_an_earlier_job(runner: Runner) -> Non
     # Only what the resumed run did is news: steps 3 and 4, not the first job's 1 and 2.
     assert [e.data["step"] for e in events if e.type is EventType.step] == [3, 4]
     assert [e.data["step"] for e in events if e.type is EventType.checkpoint] == [3, 4]
+    # The first job's validation at step 2 is not news either; the resumed run's at 4 is.
+    assert [e.data["step"] for e in events if e.type is EventType.rollouts] == [4]
     assert events[-1].data["step"] == 4
     assert not (runner.run_dir(again) / ".art").exists()
 

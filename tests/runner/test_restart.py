@@ -71,6 +71,7 @@ def test_a_running_job_is_reattached_and_followed_to_its_end(make_runner: Runner
     steps = [e.data["step"] for e in events if e.type is EventType.step]
     assert steps == [1, 2, 3, 4]  # each step once: the new runner did not repeat 1 and 2
     assert [e.data["step"] for e in events if e.type is EventType.checkpoint] == [1, 2, 3, 4]
+    assert [e.data["step"] for e in events if e.type is EventType.rollouts] == [2, 4]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert events[-1].type is EventType.succeeded
     assert events[-1].data["model"] == "m1@4"

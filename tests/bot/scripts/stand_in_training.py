@@ -5,17 +5,31 @@ writes what ART writes (tests/runner/scripts/train_ok.py). With --mode oom-then-
 with CUDA's out-of-memory error unless --gpu-memory-utilization was lowered below 0.7; with
 --mode slow each step takes seconds (time to cancel it); with --mode fail-then-resume the first
 run trains 2 steps and then raises in the script's `rollout` (a failure the runner offers to
-resume), and a run that finds checkpoints goes on from them.
+resume), and a run that finds checkpoints goes on from them. --mode huge-rollout makes the best
+validation rollout's answer far too long for a message; --mode secret-rollout makes it say the
+job's OPENAI_API_KEY; --mode progress-lines-only writes no ART files (a job on Ray, whose
+files the runner cannot see).
 """
 
 import argparse
+import os
 import runpy
 import sys
 from pathlib import Path
 
 parser = argparse.ArgumentParser()
 parser.add_argument(
-    "--mode", default="ok", choices=["ok", "oom-then-ok", "slow", "fail-then-resume"]
+    "--mode",
+    default="ok",
+    choices=[
+        "ok",
+        "oom-then-ok",
+        "slow",
+        "fail-then-resume",
+        "huge-rollout",
+        "secret-rollout",
+        "progress-lines-only",
+    ],
 )
 parser.add_argument("script")
 parser.add_argument("--art-path", default=None)
@@ -40,12 +54,18 @@ if args.mode == "oom-then-ok" and (
 
 train_ok = Path(__file__).resolve().parents[2] / "runner" / "scripts" / "train_ok.py"
 delay = "3" if args.mode == "slow" else "0.05"
+said = {
+    "huge-rollout": " The long answer:" + " word" * 5_000,
+    "secret-rollout": f" My key is {os.environ.get('OPENAI_API_KEY')}.",
+}.get(args.mode, "")
 sys.argv = [
     str(train_ok),
     "--delay",
     delay,
     "--base-validation",
     *(["--art-path", args.art_path] if args.art_path else []),
+    *(["--rollout-text", said] if said else []),
+    *(["--no-history"] if args.mode == "progress-lines-only" else []),
 ]
 art_path = Path(args.art_path or ".art")
 fails_now = args.mode == "fail-then-resume" and not any(art_path.glob("*/models/*/checkpoints/*"))

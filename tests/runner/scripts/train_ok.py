@@ -2,7 +2,10 @@
 
 history.jsonl lines (train and val splits) appended as ART's model.log does, a line sometimes
 written in two parts (ART's writer is mid-line when the runner reads), checkpoints/NNNN folders,
-the generated script's progress line after each (`ARTBOT_PROGRESS {...}`, with the same metrics
+each validation's trajectories in `trajectories/val/NNNN.parquet` with the schema and encoding
+of ART 0.5.18's `write_trajectory_groups_parquet` (rewards VAL_OFFSETS around step / 20, so the
+best and the worst are known; --rollout-text goes into the best one's last answer), the
+generated script's progress line after each (`ARTBOT_PROGRESS {...}`, with the same metrics
 as the history line, so that whichever the runner reads first, the event is the same) and its
 end-of-training banner. Takes --art-path like a generated script; --no-history prints the progress
 lines only (a job whose files the runner cannot see, as on Ray).
@@ -33,6 +36,7 @@ parser.add_argument(
     help="validate the base model at step 0 first (not on resume), and log the rollouts' own "
     "metrics and ART's bookkeeping with each validation, as a generated script does",
 )
+parser.add_argument("--rollout-text", default="", help="said by the best validation rollout")
 args, _unknown = parser.parse_known_args()
 
 art = Path(args.art_path or ".art")
@@ -77,7 +81,111 @@ def validation_record(step: int) -> dict:
     return record
 
 
+VAL_OFFSETS = (0.0, 0.3, -0.2, 0.1)
+"""The validation rollouts' rewards, minus step / 20: the second is the best, the third the
+worst."""
+
+
+def write_val_trajectories(step: int) -> None:
+    """What ART's `model.log(groups, split="val", step=step)` writes before its history line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for index, offset in enumerate(VAL_OFFSETS):
+        calls = [
+            {
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {"name": "lookup", "arguments": json.dumps({"q": index})},
+            }
+        ]
+        answer = f"Answer {index} of step {step}."
+        if offset == max(VAL_OFFSETS):
+            answer += args.rollout_text
+        messages = [
+            {
+                "role": "system",
+                "content": "You answer questions.",
+                "tool_calls": None,
+                "tool_call_id": None,
+                "trainable": False,
+            },
+            {
+                "role": "user",
+                "content": f"Question {index}?",
+                "tool_calls": None,
+                "tool_call_id": None,
+                "trainable": False,
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": json.dumps(calls),
+                "tool_call_id": None,
+                "trainable": True,
+            },
+            {
+                "role": "tool",
+                "content": f"result {index}",
+                "tool_calls": None,
+                "tool_call_id": f"call_{index}",
+                "trainable": False,
+            },
+            {
+                "role": "assistant",
+                "content": answer,
+                "tool_calls": None,
+                "tool_call_id": None,
+                "trainable": True,
+            },
+        ]
+        rows.append(
+            {
+                "group_index": index // 2,
+                "group_metadata": None,
+                "group_metrics": None,
+                "group_logs": None,
+                "reward": step / 20 + offset,
+                "metrics": json.dumps({"correct": float(offset > 0)}),
+                "metadata": None,
+                "tools": None,
+                "logs": None,
+                "messages": messages,
+            }
+        )
+    message_type = pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("tool_calls", pa.string()),
+            ("tool_call_id", pa.string()),
+            ("trainable", pa.bool_()),
+        ]
+    )
+    schema = pa.schema(
+        [
+            ("group_index", pa.int64()),
+            ("group_metadata", pa.string()),
+            ("group_metrics", pa.string()),
+            ("group_logs", pa.list_(pa.string())),
+            ("reward", pa.float64()),
+            ("metrics", pa.string()),
+            ("metadata", pa.string()),
+            ("tools", pa.string()),
+            ("logs", pa.list_(pa.string())),
+            ("messages", pa.list_(message_type)),
+        ]
+    )
+    folder = model_dir / "trajectories" / "val"
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table, folder / f"{step:04d}.parquet", compression="zstd")
+
+
 if args.base_validation and start == 0:
+    if not args.no_history:
+        write_val_trajectories(0)
     log(validation_record(0))
 
 for step in range(start + 1, start + args.steps + 1):
@@ -97,6 +205,8 @@ for step in range(start + 1, start + args.steps + 1):
     )
     (model_dir / "checkpoints" / f"{step:04d}").mkdir(parents=True, exist_ok=True)
     if step % args.val_every == 0:
+        if not args.no_history:
+            write_val_trajectories(step)
         log(validation_record(step))
     time.sleep(args.delay)
 

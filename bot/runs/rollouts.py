@@ -1,0 +1,172 @@
+"""Sample rollouts in a run's thread: the best and the worst validation rollout of a step, as a
+readable excerpt (each message, its tool calls, the reward), or as a file when too long to read
+in a message.
+
+When they are posted (one message per validation at most, and only a few validations):
+- the first validation's, when it arrives (what the model does before it learned much; with a
+  step-0 validation, the base model's),
+- the last validation's, when the run succeeds (what it learned), unless it is the first,
+- any validation's on request: `show rollouts [step]` typed in the run's thread (the latest
+  validation when no step is given), by anyone in the channel: it only shows what the thread's
+  run already did, nothing is started.
+A post per validation would be the noisiest part of a long run's thread, as validation posts
+were (the status card shows every validation's reward).
+
+The runner redacts secrets from the rollouts before it stores them (runner.redact); here the
+texts are escaped for mrkdwn and clipped, and a file holds the plain text.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.blocks import text_message
+from bot.outbox import Outbox
+from bot.runs.store import Run
+from bot.slack_text import clip, escape
+from bot.thread_effects import Post
+from runner.schemas import Rollout, RolloutMessage, ValidationRollouts
+
+log = logging.getLogger(__name__)
+
+MAX_POSTED_CHARS = 3_500
+"""An excerpt longer than this goes into the thread as a file (with a short summary)."""
+SUMMARY_ANSWER_CHARS = 300
+
+SHOW_ROLLOUTS = re.compile(r"^\s*show\s+rollouts?(?:\s+(?:step\s+)?(\d{1,9}))?\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class RolloutsRequest:
+    """`show rollouts [step]`: a validation step, or None for the latest."""
+
+    step: int | None
+
+
+def rollouts_request(text: str) -> RolloutsRequest | None:
+    """The request that `text` is, or None when it is something else."""
+    match = SHOW_ROLLOUTS.match(text)
+    if match is None:
+        return None
+    return RolloutsRequest(int(match.group(1)) if match.group(1) else None)
+
+
+def heading(rollouts: ValidationRollouts, why: str = "") -> str:
+    step = f"step {rollouts.step}" if rollouts.step else "step 0 (the base model)"
+    reason = f" ({why})" if why else ""
+    return (
+        f":mag: *Validation rollouts at {step}*{reason}: best and worst of "
+        f"{rollouts.count} by reward."
+    )
+
+
+def rollouts_text(rollouts: ValidationRollouts, why: str = "") -> str:
+    """The excerpt posted in the thread (mrkdwn)."""
+    parts = [heading(rollouts, why)]
+    for label, rollout in (("Best", rollouts.best), ("Worst", rollouts.worst)):
+        parts.append(f"*{label}: reward {_number(rollout.reward)}*{_metrics(rollout)}")
+        parts.extend(_message_mrkdwn(message) for message in rollout.messages)
+        if rollout.cut:
+            parts.append("_(shortened by the runner)_")
+    return "\n".join(parts)
+
+
+def rollouts_file(rollouts: ValidationRollouts) -> str:
+    """The whole excerpt as plain text, for a file."""
+    lines = [f"Validation rollouts at step {rollouts.step}: best and worst of {rollouts.count}."]
+    for label, rollout in (("BEST", rollouts.best), ("WORST", rollouts.worst)):
+        metrics = _metrics(rollout, mrkdwn=False)
+        lines += ["", f"===== {label}: reward {_number(rollout.reward)}{metrics} ====="]
+        for message in rollout.messages:
+            lines.append(f"--- {_speaker(message)}")
+            if message.content:
+                lines.append(message.content)
+            for call in message.tool_calls:
+                function = call.get("function", {})
+                lines.append(f"[tool call] {function.get('name')}({function.get('arguments')})")
+        if rollout.cut:
+            lines.append("(shortened by the runner)")
+    return "\n".join(lines) + "\n"
+
+
+def rollouts_summary(rollouts: ValidationRollouts, why: str = "") -> str:
+    """What is said with the file: the rewards and each one's last answer, clipped."""
+    parts = [heading(rollouts, why)]
+    for label, rollout in (("Best", rollouts.best), ("Worst", rollouts.worst)):
+        answer = _last_answer(rollout)
+        said = f": _{escape(clip(answer, SUMMARY_ANSWER_CHARS))}_" if answer else ""
+        parts.append(f"*{label}: reward {_number(rollout.reward)}*{said}")
+    parts.append("The full rollouts are in the file.")
+    return "\n".join(parts)
+
+
+def first_validation(run: Run, step: int) -> bool:
+    """Whether `step` is the run's first validation (no validation before it on the card)."""
+    return not any(p.get("val") is not None and p["step"] < step for p in run.points)
+
+
+def post_rollouts(
+    slack: WebClient, outbox: Outbox, run: Run, rollouts: ValidationRollouts, why: str = ""
+) -> None:
+    """One message in the run's thread: the excerpt through the outbox, or a file (with a
+    summary as its comment) when the excerpt is too long to read in a message."""
+    text = rollouts_text(rollouts, why)
+    if len(text) <= MAX_POSTED_CHARS:
+        outbox.enqueue(run.key, [Post(text_message(text))])
+        return
+    name = run.script_name.removesuffix(".py")
+    try:
+        slack.files_upload_v2(
+            channel=run.key.channel,
+            thread_ts=run.key.thread,
+            content=rollouts_file(rollouts),
+            filename=f"{name}-rollouts-step-{rollouts.step}.txt",
+            title=f"Validation rollouts at step {rollouts.step}",
+            initial_comment=rollouts_summary(rollouts, why),
+        )
+    except SlackApiError as error:
+        log.warning("rollouts upload failed for run %s: %s", run.id, error.response.get("error"))
+        outbox.enqueue(run.key, [Post(text_message(rollouts_summary(rollouts, why)))])
+
+
+def _message_mrkdwn(message: RolloutMessage) -> str:
+    lines = [f"> *{_speaker(message)}*"]
+    if message.content:
+        lines += [f"> {line}" for line in escape(message.content).split("\n")]
+    for call in message.tool_calls:
+        function = call.get("function", {})
+        name = escape(str(function.get("name")))
+        arguments = escape(str(function.get("arguments")))
+        lines.append(f"> :hammer_and_wrench: `{name}` {arguments}")
+    return "\n".join(lines)
+
+
+def _speaker(message: RolloutMessage) -> str:
+    if message.role == "assistant":
+        return "model" if message.trainable else "assistant"
+    if message.role == "tool" and message.tool_call_id:
+        return f"tool ({message.tool_call_id})"
+    return message.role
+
+
+def _last_answer(rollout: Rollout) -> str:
+    for message in reversed(rollout.messages):
+        if message.role == "assistant" and message.content:
+            return message.content
+    return ""
+
+
+def _metrics(rollout: Rollout, *, mrkdwn: bool = True) -> str:
+    shown = ", ".join(f"{name} {_number(v)}" for name, v in list(rollout.metrics.items())[:6])
+    return f" ({escape(shown) if mrkdwn else shown})" if shown else ""
+
+
+def _number(value: float | int | bool | None) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
