@@ -46,13 +46,16 @@ def rollout_posts(user: SlackUser) -> list[str]:
 def test_the_first_and_last_validations_best_and_worst_rollouts_are_posted(
     trained: SlackUser,
 ) -> None:
-    # The stand-in validates at steps 2 and 4; its rollouts score step/20 + (0, 0.3, -0.2, 0.1).
+    # The stand-in validates the base model (step 0), then at steps 2 and 4; its rollouts score
+    # step/20 + (0, 0.3, -0.2, 0.1).
     first, last = rollout_posts(trained)
 
-    assert first.startswith(f"{HEADING} step 2* (the first validation): best and worst of 4")
-    assert "*Best: reward 0.4* (correct 1)" in first and "*Worst: reward -0.1* (correct 0)" in first
+    assert first.startswith(
+        f"{HEADING} step 0 (the base model)* (the first validation): best and worst of 4"
+    )
+    assert "*Best: reward 0.3* (correct 1)" in first and "*Worst: reward -0.2* (correct 0)" in first
     best, worst = first.split("*Worst:")
-    assert "> Answer 1 of step 2." in best and "> Answer 2 of step 2." in worst
+    assert "> Answer 1 of step 0." in best and "> Answer 2 of step 0." in worst
     assert "> *user*\n> Question 1?" in best
     assert ':hammer_and_wrench: `lookup` {"q": 1}' in best
     assert last.startswith(f"{HEADING} step 4* (the last validation)")
@@ -73,7 +76,7 @@ def test_show_rollouts_posts_a_validation_step_or_the_latest(trained: SlackUser)
 
     trained.reply("show rollouts 3")
     assert trained.bot_messages()[-1].text == (
-        "No validation rollouts at step 3. Steps with some: 2, 4."
+        "No validation rollouts at step 3. Steps with some: 0, 2, 4."
     )
     assert len(rollout_posts(trained)) == 4  # first, last, and the two asked for
 
@@ -87,13 +90,15 @@ def test_a_huge_rollout_goes_into_the_thread_as_a_file(
     fake.wait_for(lambda f: len([u for u in f.uploaded_files() if "-rollouts-" in u.name]) == 2)
 
     first, last = [u for u in fake.uploaded_files() if "-rollouts-" in u.name]
-    assert first.name.endswith("-rollouts-step-2.txt") and first.thread_ts == user.thread
+    assert first.name.endswith("-rollouts-step-0.txt") and first.thread_ts == user.thread
     content = first.content.decode()
-    assert "===== BEST: reward 0.4 (correct 1) =====" in content
+    assert "===== BEST: reward 0.3 (correct 1) =====" in content
     assert "The long answer: word word" in content and "characters cut" in content
-    assert "===== WORST: reward -0.1" in content and "Answer 2 of step 2." in content
+    assert "===== WORST: reward -0.2" in content and "Answer 2 of step 0." in content
     assert first.initial_comment is not None
-    assert first.initial_comment.startswith(f"{HEADING} step 2* (the first validation)")
+    assert first.initial_comment.startswith(
+        f"{HEADING} step 0 (the base model)* (the first validation)"
+    )
     assert "The full rollouts are in the file." in first.initial_comment
     assert len(first.initial_comment) < 1_500
     assert last.name.endswith("-rollouts-step-4.txt")
