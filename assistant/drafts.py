@@ -3,8 +3,8 @@ schemas (JSON) the reply `draft` asks the model for the answer, from the task, t
 the answers so far. A draft is offered only after it passed the checks typed code gets (the step's
 own validator, through the engine) and, for code, ran on a few scenarios in a sandboxed child
 process (assistant.sandbox); one that fails is sent back to the model once with the error, then
-reported plainly. An offered draft
-counts only when the user accepts it: then it goes through the engine exactly as if typed.
+reported plainly. An offered draft counts only when the user accepts it: then it goes through the
+engine exactly as if typed.
 
     if is_draft_request(flow, session, reply):
         turn, proposal = write_draft(ask_model, flow, session, question, limits)
