@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.budget import Budget
-from assistant.drafts import AskModel, is_draft_request, write_draft
+from assistant.drafts import TOOLS_STEP, AskModel, is_draft_request, write_draft
 from assistant.knowledge import open_question
 from assistant.model import ChatMessage, ChatModel, ModelUnavailable, read_json_object
 from assistant.prompts import (
@@ -57,8 +57,6 @@ MAX_PROPOSED_CHARS = 2_000
 MAX_SHOWN_ANSWER_CHARS = 1_500
 ANSWER_TOKENS = 400
 UNDERSTANDING_TOKENS = 200
-TOOLS_STEP = "tools"
-"""The train-rl question whose answer tool code can propose (schemas read from the code)."""
 READABLE = frozenset({"choice", "text", "number", "path"})
 """Questions whose free-text replies the model may read; code and data (json) are not guessed."""
 ACCEPT_WORDS = frozenset({"yes", "y", "accept", "ok", "use it"})

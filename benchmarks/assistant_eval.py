@@ -88,6 +88,7 @@ AT_TOOL_CODE = [
     "none",
     "local",
 ]
+AT_TOOLS = AT_TOOL_CODE[: AT_TOOL_CODE.index(json.dumps(TOOLS))]
 AT_GENERATOR = ["static", "single", MATH, "generator"]
 AT_SUPPORT_ROWS = ["static", "single", SUPPORT, "inline"]
 
@@ -183,6 +184,12 @@ CASES = [
     ),
     Case("draft", AT_REWARD_LOGIC, "draft", fake=(drafted(EXACT_REWARD),)),
     Case("draft", AT_ENVIRONMENT, "draft", fake=(drafted(GUESS_ENVIRONMENT),)),
+    Case(
+        "draft",
+        AT_TOOLS,
+        "draft",
+        fake=(Scripted.json({"tools_json": json.dumps(TOOLS), "summary": "The expected tools."}),),
+    ),
     Case("draft", AT_TOOL_CODE, "draft", fake=(drafted(ADD_TOOL),)),
     Case("draft", AT_GENERATOR, "draft", fake=(drafted(GENERATOR),)),
     recommendation(AT_ROWS_MATH, MATH_ROWS[:4], {"reward": "programmatic"}),

@@ -62,7 +62,7 @@ BANNER = (
 ASSISTANT_BANNER = (
     "An assistant is on: ask it anything (`ask ...`, or a line ending in `?`), or answer in your "
     "own words; it says what it understood and nothing counts until you reply `yes`. At a code "
-    "question, `draft` asks it to write the code."
+    "question or the tools, `draft` asks it to write them."
 )
 DRAFT_CHOICES = "Reply `y` to use it, `edit` to change it, or `again` for another draft."
 EDIT_DRAFT = (

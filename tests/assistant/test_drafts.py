@@ -235,3 +235,75 @@ def test_with_no_model_draft_says_the_assistant_is_not_configured() -> None:
     assert "assistant is not configured" in notices(turn.messages)
     assert question_of(turn.messages).step_id == "reward_logic"
     assert not_configured(TRAIN_RL, session, Reply(text="1.0")) is None
+
+
+TO_TOOLS = TO_TOOL_CODE[: TO_TOOL_CODE.index("yes", 1) + 1]
+"""Multi-turn with tools, up to the tool schemas."""
+DUPLICATE_TOOLS = json.dumps([TOOLS[0], TOOLS[0]])
+
+
+def drafted_tools(tools_json: str, summary: str = "One tool that adds.") -> Scripted:
+    return Scripted.json({"tools_json": tools_json, "summary": summary})
+
+
+def test_the_tools_are_drafted_as_json_checked_by_their_own_parser_and_count_once_accepted(
+    assistant: Assistant, fake: FakeOpenAI
+) -> None:
+    session = session_after(TO_TOOLS)
+    assert open_step(session) == "tools"
+    fake.script(drafted_tools(json.dumps(TOOLS)))
+
+    messages, proposal = draft(assistant, session)
+
+    assert messages == ()
+    assert proposal is not None and proposal.is_draft and proposal.step_id == "tools"
+    assert json.loads(proposal.reply_text) == TOOLS
+    assert "A draft of the *Tools*" in proposal.text
+    (request,) = fake.requests
+    assert request["response_format"]["json_schema"]["schema"]["required"] == [
+        "tools_json",
+        "summary",
+    ]
+    context = request["messages"][0]["content"]
+    assert "function-calling schemas" in context and ADDITION in context
+    assert json.dumps(MATH_ROWS[0]) in context
+    accepted = advance(TRAIN_RL, session, proposal.as_reply())
+    assert accepted.session.answers["tools"] == TOOLS
+    assert open_step(accepted.session) == "final_answer_tool"
+
+
+def test_tools_the_parser_refuses_are_retried_with_its_error_then_reported(
+    assistant: Assistant, fake: FakeOpenAI
+) -> None:
+    session = session_after(TO_TOOLS)
+    fake.script(drafted_tools(DUPLICATE_TOOLS), drafted_tools("[{"))
+
+    messages, proposal = draft(assistant, session)
+
+    assert proposal is None
+    assert "used twice" in fake.requests[1]["messages"][-1]["content"]
+    said = notices(messages)
+    assert "two drafts" in said and "reply `draft` to try once more" in said
+    assert question_of(messages).step_id == "tools"  # asked again, nothing stored
+
+
+def test_the_tool_code_draft_is_asked_to_fit_the_tools(
+    assistant: Assistant, fake: FakeOpenAI
+) -> None:
+    session = session_after(TO_TOOL_CODE)
+    fake.script(drafted(ADD_TOOL))
+
+    draft(assistant, session)
+
+    context = fake.requests[0]["messages"][0]["content"]
+    assert "The earlier answer `tools` in full" in context and '"add"' in context
+
+
+def test_without_a_model_draft_at_the_tools_says_so_and_asks_again() -> None:
+    session = session_after(TO_TOOLS)
+
+    turn = not_configured(TRAIN_RL, session, Reply(text="draft"))
+
+    assert turn is not None and turn.session.answers == session.answers
+    assert "The assistant is not configured" in notices(turn.messages)
+    assert question_of(turn.messages).step_id == "tools"

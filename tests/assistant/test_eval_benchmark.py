@@ -27,6 +27,6 @@ def test_the_eval_runs_against_the_fake_and_scores_the_expected_replies_right() 
     out = result.stdout
     assert "understanding (proposal == expected)   11/11 (100%)" in out
     assert "questions answered, session unmoved    3/3 (100%)" in out
-    assert "drafts passing checks, first try       4/4 (100%)" in out
+    assert "drafts passing checks, first try       5/5 (100%)" in out
     assert "recommendations right (step, value)    5/5 (100%)" in out
     assert "wrong:" not in out and "refused" not in out

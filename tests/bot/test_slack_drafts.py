@@ -35,6 +35,30 @@ NETWORKED = (
     "    return 1.0\n"
 )
 DRAFT_BUTTONS = ["Use it", "Edit", "Draft again"]
+TOOL_TASK = "Answer questions about the user's inbox by searching and reading their email."
+INBOX_ROWS = [
+    {"prompt": "Which hotel is booked for the Berlin offsite?", "answer": "Hotel Adlon"},
+    {"prompt": "What is the new VPN server address?", "answer": "vpn2.acme.example"},
+]
+INBOX_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {parameter: {"type": "string", "description": parameter}},
+                "required": [parameter],
+            },
+        },
+    }
+    for name, description, parameter in [
+        ("search_inbox", "Search the inbox for a keyword.", "keyword"),
+        ("read_email", "Read one message by its id.", "message_id"),
+        ("return_final_answer", "Give the final answer and end.", "answer"),
+    ]
+]
 
 
 @pytest.fixture
@@ -190,3 +214,44 @@ def test_a_late_draft_again_after_the_question_was_answered_does_nothing(
 
     assert stored_answers(user) == answers
     assert len(model.requests) == 1  # no second draft for a question that is gone
+
+
+def test_the_tools_drafted_in_a_thread_are_stored_on_use_it(
+    make_bot: BotFactory, model: FakeOpenAI
+) -> None:
+    owner = SlackUser(
+        make_bot(
+            ARTBOT_LLM_MODEL="gpt-test",
+            ARTBOT_LLM_BASE_URL=model.base_url,
+            ARTBOT_LLM_API_KEY=model.key,
+        )
+    )
+    owner.command()
+    model.script(NO_ADVICE)
+    owner.click("Episodes can be recreated")
+    owner.click("Multi-turn")
+    owner.reply(TOOL_TASK)
+    owner.click("Paste them here")
+    owner.reply(f"```\n{json.dumps(INBOX_ROWS)}\n```")
+    owner.reply("skip")
+    owner.click("Yes, it calls tools")
+    assert owner.asked() == "tools"
+    model.script(Scripted.json({"tools_json": json.dumps(INBOX_TOOLS), "summary": "Search."}))
+
+    owner.reply("draft")
+
+    assert "tools" not in stored_answers(owner)
+    (offer,) = proposals(owner)
+    assert buttons_of(offer) == DRAFT_BUTTONS
+    shown = "\n".join(b["text"]["text"] for b in offer.blocks or [] if b["type"] == "section")
+    assert "A draft of the *Tools*" in shown and "search_inbox" in shown
+
+    owner.click("Use it")
+
+    assert stored_answers(owner)["tools"] == INBOX_TOOLS
+    assert owner.asked() == "final_answer_tool"
+    request = model.requests[-1]
+    assert request["response_format"]["json_schema"]["schema"]["required"] == [
+        "tools_json",
+        "summary",
+    ]
