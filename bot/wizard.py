@@ -30,7 +30,6 @@ from bot.home import home_view
 from bot.installations import Workspaces
 from bot.keyed_locks import KeyedLocks
 from bot.outbox import Outbox
-from bot.runs.compare import RunComparer
 from bot.runs.rerun import rerun_turn
 from bot.script_results import ScriptResults
 from bot.slack_records import SlackRecords
@@ -49,7 +48,9 @@ from storage.sessions import (
 )
 
 if TYPE_CHECKING:
+    from bot.runs.compare import RunComparer
     from bot.runs.service import RunService
+    from bot.runs.tryit import ModelTrier
     from runner.schemas import FixAction
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,8 @@ class WizardService:
         max_upload_bytes: int = 1_000_000,
         assistant: Assistant | None = None,
         workspaces: Workspaces | None = None,
+        comparer: RunComparer | None = None,
+        trier: ModelTrier | None = None,
     ) -> None:
         self.store = store
         self.records = records
@@ -114,8 +117,10 @@ class WizardService:
         """Reads typed replies first when a model is configured (None: the plain form)."""
         self.workspaces = workspaces
         """The workspaces served, and whether the app left them (None: not recorded)."""
-        self.comparer = RunComparer(runs.runs, store, FLOWS) if runs is not None else None
-        """Two runs side by side (`/train-rl compare`, a finished run's button)."""
+        self.comparer = comparer
+        """Two runs side by side (`/train-rl compare`, a finished run's button); None: no runner."""
+        self.trier = trier
+        """`try <prompt>` in a thread whose run succeeded; None: no runner."""
         self._locks = KeyedLocks()
         # Rendering and checking take seconds: off the listener thread, on the results' executor.
         self._on_complete = on_complete or results.deliver_later
@@ -191,6 +196,10 @@ class WizardService:
         ):
             return  # a retry of something already handled
         key = incoming.key
+        if self.trier is not None and self.trier.handles(
+            client, key, incoming.user, incoming.reply
+        ):
+            return  # `try <prompt>`: the trained model answers (slow: outside the thread's lock)
         with self._locks.hold(key):
             stored = self.store.get(key)
             if stored is None:

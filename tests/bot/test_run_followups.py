@@ -18,6 +18,7 @@ from runner.schemas import EventsPage, EventType, JobEvent
 from storage.sessions import SessionKey
 from tests.bot.conftest import Bot, BotFactory, SlackUser
 from tests.bot.test_wizard_words import select_in
+from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import slash_command
 from tests.fakes.workspace import CHANNEL_ID, TEAM_ID, USER_ID
@@ -230,3 +231,84 @@ def test_the_compare_command_takes_two_of_your_run_ids_and_refuses_others(
     [plot] = [u for u in fake.uploaded_files() if u.name.startswith("compare-")]
     assert plot.name == f"compare-run-{first.id}-run-{second.id}.png"
     assert plot.thread_ts == user.thread and "4 answers differ" in (plot.initial_comment or "")
+
+
+# -- trying the model --
+
+
+def a_served_run(
+    bot: Bot, *, backend: str, model_url: str, succeeded: bool = True
+) -> tuple[SlackUser, Run]:
+    """A finished run whose `succeeded` event names its served model, as the script prints it."""
+    user, run = a_finished_run(bot, BASELINE, rewards=[0.1], succeeded=False)
+    runs = runs_of(bot)
+    if succeeded:  # the same thread's retry succeeds, as the runner tells it
+        retry = runs.runs.create(
+            approval_id=run.approval_id,
+            key=run.key,
+            owner=USER_ID,
+            script_name=run.script_name,
+            script_sha256=run.script_sha256,
+            backend=backend,
+        )
+        runs.runs.update(retry.id, job_id=f"job-{retry.id}", state="running")
+        done = JobEvent(
+            seq=1,
+            job_id=f"job-{retry.id}",
+            type=EventType.succeeded,
+            at=datetime.now(UTC),
+            data={"model": "math-solver@12", "inference_url": model_url, "step": 12},
+        )
+        page = EventsPage(job_id=done.job_id, events=[done], next_after=1, finished=True)
+        runs.apply(bot.app.client_for(TEAM_ID), retry.id, page)
+        user.settle()
+    return user, run
+
+
+def test_try_sends_the_prompt_to_the_served_model_and_posts_its_reply(
+    make_bot: BotFactory,
+) -> None:
+    with FakeOpenAI() as model:
+        model.script(Scripted.text("4"))
+        bot = make_bot(
+            ARTBOT_RUNNER_URL=NOBODY_LISTENS, ARTBOT_RUNNER_TOKEN=TOKEN, WANDB_API_KEY=model.key
+        )
+        user, _ = a_served_run(bot, backend="serverless", model_url=model.base_url)
+
+        user.reply("try What is 2 + 2? <!channel>")
+
+        [request] = model.requests
+        assert request["model"] == "math-solver@12"
+        assert request["messages"] == [{"role": "user", "content": "What is 2 + 2? <!channel>"}]
+        said = user.bot_messages()[-1].text
+        assert "math-solver@12" in said and "```4```" in said
+        assert "<!channel>" not in said and "&lt;!channel&gt;" in said  # pings nobody
+        assert model.refused == []
+
+
+def test_try_refuses_before_a_run_succeeded_and_for_anyone_but_the_owner(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    with FakeOpenAI() as model:
+        bot = make_bot(
+            ARTBOT_RUNNER_URL=NOBODY_LISTENS, ARTBOT_RUNNER_TOKEN=TOKEN, WANDB_API_KEY=model.key
+        )
+        user, _ = a_served_run(bot, backend="serverless", model_url=model.base_url, succeeded=False)
+
+        user.reply("try What is 2 + 2?")
+        assert "once a run of this thread has succeeded" in user.bot_messages()[-1].text
+
+        served, _ = a_served_run(bot, backend="serverless", model_url=model.base_url)
+        stranger = SlackUser(bot, user=OTHER_USER, thread=served.thread)
+        stranger.reply("try What is 2 + 2?", wait=False)
+        fake.wait_for(lambda f: any("can try this model" in m.text for m in f.ephemerals()))
+        assert model.requests == []
+
+
+def test_try_on_a_local_run_says_its_model_is_not_served(make_bot: BotFactory) -> None:
+    bot = a_bot(make_bot)
+    user, _ = a_served_run(bot, backend="local", model_url="http://127.0.0.1:8000/v1")
+
+    user.reply("try What is 2 + 2?")
+
+    assert "LocalBackend" in user.bot_messages()[-1].text
