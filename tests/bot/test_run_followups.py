@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.runs.compare import differing_answers
+from bot.runs.rerun import rerun_turn
 from bot.runs.service import RunService
 from bot.runs.store import Run
-from flows import TRAIN_RL, replay
+from flows import TRAIN_RL, Question, Reply, advance, replay
 from runner.schemas import EventsPage, EventType, JobEvent
 from storage.sessions import SessionKey
 from tests.bot.conftest import Bot, BotFactory, SlackUser
@@ -162,6 +163,18 @@ def test_a_failed_run_offers_to_run_again_and_only_its_owner_may(
     fake.wait_for(lambda f: any("can run this again" in m.text for m in f.ephemerals(CHANNEL_ID)))
 
     assert new_threads(fake, before) == []
+
+
+def test_a_copy_of_answers_with_one_taken_back_opens_on_that_question() -> None:
+    complete = replay(TRAIN_RL, BASELINE)
+    reopened = advance(TRAIN_RL, complete, Reply(text="edit run name")).session
+
+    turn = rerun_turn(TRAIN_RL, reopened, 7)
+
+    assert turn.session.status == "active" and "run_name" not in turn.session.answers
+    asked = turn.messages[-1]
+    assert isinstance(asked, Question) and asked.step_id == "run_name"
+    assert "run #7" in turn.messages[0].text
 
 
 # -- comparing runs --
