@@ -196,10 +196,10 @@ class WizardService:
         ):
             return  # a retry of something already handled
         key = incoming.key
-        if self.trier is not None and self.trier.handles(
-            client, key, incoming.user, incoming.reply
-        ):
-            return  # `try <prompt>`: the trained model answers (slow: outside the thread's lock)
+        if self.trier is not None and self.trier.wants(key, incoming.reply):
+            # `try <prompt>`: the trained model answers (slow: outside the thread's lock)
+            self.trier.respond(client, key, incoming.user, incoming.reply)
+            return
         with self._locks.hold(key):
             stored = self.store.get(key)
             if stored is None:

@@ -94,26 +94,33 @@ class ModelTrier:
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
 
-    def handles(self, client: WebClient, key: SessionKey, user: str, reply: Reply) -> bool:
-        """Whether `reply` is a `try` for this thread (then it is answered, or refused, here);
-        False leaves it to the wizard."""
-        prompt = try_prompt(reply)
-        if prompt is None:
+    def wants(self, key: SessionKey, reply: Reply) -> bool:
+        """Whether `reply` is a `try` for this thread (then `respond` answers it); False leaves
+        it to the wizard. Reads only: a retried delivery may ask again."""
+        if try_prompt(reply) is None:
             return False
         stored = self.sessions.get(key)
         if stored is None:
             return False
+        if stored.session.status == "active" and not stored.expired:
+            # An answer to the open question that happens to start with "try", unless a run of
+            # this thread succeeded already.
+            return any(r.state == "succeeded" for r in self.runs.for_thread(key))
+        return True
+
+    def respond(self, client: WebClient, key: SessionKey, user: str, reply: Reply) -> None:
+        """Answer a `try` (`wants` said yes): the model's reply in the thread, or why not."""
+        prompt, stored = try_prompt(reply), self.sessions.get(key)
+        if prompt is None or stored is None:
+            return
         succeeded = [r for r in self.runs.for_thread(key) if r.state == "succeeded"]
-        if stored.session.status == "active" and not stored.expired and not succeeded:
-            return False  # an answer to the open question that happens to start with "try"
         if stored.owner != user:
             self.poster.ephemeral(client, key, user, f"Only <@{stored.owner}> can try this model.")
-            return True
+            return
         if not succeeded:
             self._say(key, NOT_YET)
-            return True
+            return
         self._say(key, self.answer(succeeded[-1], prompt))
-        return True
 
     def answer(self, run: Run, prompt: str) -> str:
         """What to post for `prompt` to `run`'s model: its reply, or why there is none."""

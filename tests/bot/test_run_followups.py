@@ -325,3 +325,14 @@ def test_try_on_a_local_run_says_its_model_is_not_served(make_bot: BotFactory) -
     user.reply("try What is 2 + 2?")
 
     assert "LocalBackend" in user.bot_messages()[-1].text
+
+
+def test_try_in_a_wizard_still_asking_its_questions_is_an_answer(make_bot: BotFactory) -> None:
+    user = SlackUser(a_bot(make_bot))
+    user.command()
+    asked = len(user.bot_messages())
+
+    user.reply("try to add the numbers")
+
+    assert len(user.bot_messages()) > asked  # the engine answered it, as a reply to its question
+    assert not any("once a run of this thread" in m.text for m in user.bot_messages())
