@@ -130,7 +130,7 @@ class WizardService:
     def command(
         self, client: WebClient, team: str, channel: str, user: str, text: str
     ) -> str | None:
-        """`/train-rl [list|runs|help|task]`: what to answer the user privately, if anything.
+        """`/train-rl [list|runs|compare|help|task]`: what to answer the user privately.
 
         The answer goes through the command's response_url: it works even where the bot is not
         a member of the channel.

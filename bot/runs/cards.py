@@ -93,7 +93,11 @@ def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
         f'"messages": [{{"role": "user", "content": "Your prompt here"}}]}}\'```'
     )
     message = text_message(text)
-    return SlackMessage(message.text, [*message.blocks, followup_buttons(run, succeeded=True)])
+    after = [followup_buttons(run, succeeded=True)]
+    if run.backend == "serverless":  # still served: it can be tried from the thread
+        hint = "Say `try <your prompt>` in this thread to try the trained model here."
+        after.append({"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]})
+    return SlackMessage(message.text, [*message.blocks[: MAX_BLOCKS - len(after)], *after])
 
 
 def failure_message(run: Run, failure: Failure) -> SlackMessage:

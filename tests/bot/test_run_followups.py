@@ -288,6 +288,9 @@ def test_try_sends_the_prompt_to_the_served_model_and_posts_its_reply(
         )
         user, _ = a_served_run(bot, backend="serverless", model_url=model.base_url)
 
+        final = next(m for m in user.bot_messages() if "Training finished" in m.text)
+        assert "try <your prompt>" in json.dumps(final.blocks)  # the final message says how
+
         user.reply("try What is 2 + 2? <!channel>")
 
         [request] = model.requests
