@@ -49,7 +49,7 @@ from bot.script_results import Dryrun, ScriptResults
 from bot.settings import BotSettings
 from bot.slack_records import SlackRecords
 from bot.threads import ThreadPoster
-from bot.wizard import WizardService
+from bot.wizard import FLOWS, WizardService
 from storage import migrations
 from storage.database import create_database_engine, data_dir
 from storage.sessions import SessionStore
@@ -142,11 +142,13 @@ def build_service(
     results = ScriptResults(
         outbox, scripts_dir, executor or ThreadPoolExecutor(max_workers=2), **kwargs
     )
-    runs = None
+    runs = comparer = trier = None
     if settings.artbot_runner_url and settings.artbot_runner_token:
         # Imported only with a runner: the plots need matplotlib, the client httpx.
+        from bot.runs.compare import RunComparer
         from bot.runs.service import RunService
         from bot.runs.store import RunStore
+        from bot.runs.tryit import ModelTrier
         from runner.client import RunnerClient
 
         runs = RunService(
@@ -162,6 +164,16 @@ def build_service(
             approvers=settings.approvers,
             channels=settings.runner_channels,
         )
+        comparer = RunComparer(runs.runs, store, FLOWS)
+        wandb_key = settings.wandb_api_key.get_secret_value() if settings.wandb_api_key else None
+        trier = ModelTrier(
+            runs.runs,
+            store,
+            poster,
+            outbox,
+            serverless_api_key=wandb_key,
+            timeout_s=settings.artbot_try_timeout_s,
+        )
     return WizardService(
         store,
         records,
@@ -172,6 +184,8 @@ def build_service(
         max_upload_bytes=settings.artbot_max_upload_bytes,
         assistant=assistant,
         workspaces=Workspaces(engine, schema=schema),
+        comparer=comparer,
+        trier=trier,
     )
 
 

@@ -26,6 +26,10 @@ RESULT_ACTIONS = ("result_approve", "result_edit", "result_regenerate", "result_
 RUN_CANCEL_ACTION = "run_cancel"
 RUN_FIX_ACTION = "run_fix"
 """A fix button's action id is `run_fix:<FixAction>`."""
+RUN_RERUN_ACTION = "run_rerun"
+"""A finished or failed run's *Run again with changes* (bot.runs.rerun)."""
+RUN_COMPARE_ACTION = "run_compare_previous"
+"""A finished run's *Compare with the previous run of this project* (bot.runs.compare)."""
 RESULT_STEP = "result"
 """How the result buttons are remembered among the thread's question messages (no flow step
 has this id)."""

@@ -35,3 +35,41 @@ def reward_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
         return buffer.getvalue()
     finally:
         plt.close(figure)
+
+
+COMPARED_COLORS = ("#457b9d", "#e63946")
+
+
+def compared_curves_png(
+    curves: Sequence[tuple[str, Sequence[dict[str, Any]]]], title: str
+) -> bytes:
+    """Several runs' reward curves on one plot: each run one color, train/reward a line and
+    val/reward dashed with markers."""
+    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=100)
+    try:
+        for index, (label, points) in enumerate(curves):
+            color = COMPARED_COLORS[index % len(COMPARED_COLORS)]
+            train = [(p["step"], p["train"]) for p in points if p.get("train") is not None]
+            val = [(p["step"], p["val"]) for p in points if p.get("val") is not None]
+            if train:
+                axes.plot(*zip(*train, strict=True), label=f"{label} train", color=color)
+            if val:
+                axes.plot(
+                    *zip(*val, strict=True),
+                    label=f"{label} val",
+                    color=color,
+                    linestyle="--",
+                    marker="o",
+                )
+        axes.set_xlabel("step")
+        axes.set_ylabel("reward")
+        axes.set_title(title[:80])
+        axes.grid(alpha=0.3)
+        if axes.lines:
+            axes.legend(loc="best")
+        buffer = io.BytesIO()
+        figure.tight_layout()
+        figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+    finally:
+        plt.close(figure)

@@ -65,6 +65,13 @@ class BotSettings(BaseSettings):
         default="",
         description="comma-separated channel ids where runs may be approved (empty: any)",
     )
+    wandb_api_key: SecretStr | None = Field(
+        default=None,
+        description="W&B key: `try <prompt>` calls a trained ServerlessBackend model with it",
+    )
+    artbot_try_timeout_s: float = Field(
+        default=60.0, gt=0, le=600, description="how long `try <prompt>` waits for the model"
+    )
     artbot_runner_poll_s: float = Field(
         default=2.0,
         gt=0,

@@ -30,6 +30,7 @@ from bot.home import home_view
 from bot.installations import Workspaces
 from bot.keyed_locks import KeyedLocks
 from bot.outbox import Outbox
+from bot.runs.rerun import rerun_turn
 from bot.runs.rollouts import rollouts_request
 from bot.script_results import ScriptResults
 from bot.slack_records import DuplicateDelivery, SlackRecords
@@ -50,7 +51,9 @@ from storage.sessions import (
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session as OrmSession
 
+    from bot.runs.compare import RunComparer
     from bot.runs.service import RunService
+    from bot.runs.tryit import ModelTrier
     from runner.schemas import FixAction
 
 log = logging.getLogger(__name__)
@@ -66,7 +69,8 @@ STOPPED = (
 )
 COMMAND_HELP = (
     "`/train-rl [what the agent should get better at]` starts the wizard in a thread. "
-    "`/train-rl list` lists your wizards, `/train-rl runs` your training runs."
+    "`/train-rl list` lists your wizards, `/train-rl runs` your training runs, "
+    "`/train-rl compare <run> <run>` plots two of them side by side."
 )
 NOT_IN_CHANNEL = (
     "I can't post in this channel yet: invite me with `/invite @artbot`, "
@@ -100,6 +104,8 @@ class WizardService:
         max_upload_bytes: int = 1_000_000,
         assistant: Assistant | None = None,
         workspaces: Workspaces | None = None,
+        comparer: RunComparer | None = None,
+        trier: ModelTrier | None = None,
     ) -> None:
         self.store = store
         self.records = records
@@ -114,6 +120,10 @@ class WizardService:
         """Reads typed replies first when a model is configured (None: the plain form)."""
         self.workspaces = workspaces
         """The workspaces served, and whether the app left them (None: not recorded)."""
+        self.comparer = comparer
+        """Two runs side by side (`/train-rl compare`, a finished run's button); None: no runner."""
+        self.trier = trier
+        """`try <prompt>` in a thread whose run succeeded; None: no runner."""
         self._locks = KeyedLocks()
         # Rendering and checking take seconds: off the listener thread, on the results' executor.
         self._on_complete = on_complete or results.deliver_later
@@ -123,7 +133,7 @@ class WizardService:
     def command(
         self, client: WebClient, team: str, channel: str, user: str, text: str
     ) -> str | None:
-        """`/train-rl [list|runs|help|task]`: what to answer the user privately, if anything.
+        """`/train-rl [list|runs|compare|help|task]`: what to answer the user privately.
 
         The answer goes through the command's response_url: it works even where the bot is not
         a member of the channel.
@@ -137,6 +147,10 @@ class WizardService:
             return self.runs.runs_text(user, team)
         if word in ("help", "-h", "--help"):
             return COMMAND_HELP
+        if word == "compare" or word.startswith("compare "):
+            if self.comparer is None:
+                return "No GPU runner is configured for this bot."
+            return self.comparer.compare_text_command(client, user, team, text[len("compare") :])
         try:
             self.start(client, team, channel, user, text)
         except SlackApiError as error:
@@ -150,20 +164,25 @@ class WizardService:
     ) -> SessionKey | None:
         """Post the parent message that names the owner and ask the first question in its thread."""
         task = text.strip()
+        headline = (
+            f":robot_face: <@{user}> started an RL training wizard"
+            + (f" for: _{escape(clip(task, 300))}_" if task else "")
+            + ".\nAnswers go in this thread; only they can answer."
+        )
+        session = Session.start(TRAIN_RL.id, prefill={"task": task} if task else None)
+        return self.open_thread(client, team, channel, user, headline, begin(TRAIN_RL, session))
+
+    def open_thread(
+        self, client: WebClient, team: str, channel: str, user: str, headline: str, turn: Turn
+    ) -> SessionKey | None:
+        """Post the parent message (`headline`, mrkdwn) and store `turn`'s session for its
+        thread, with what the turn says there; None if that thread has a session already."""
         parent = client.chat_postMessage(
             channel=channel,
             text=f"<@{user}> started an RL training wizard. Answers go in this thread.",
-            blocks=[
-                *sections(
-                    f":robot_face: <@{user}> started an RL training wizard"
-                    + (f" for: _{escape(clip(task, 300))}_" if task else "")
-                    + ".\nAnswers go in this thread; only they can answer."
-                )
-            ],
+            blocks=[*sections(headline)],
         )
         key = SessionKey(team, channel, str(parent["ts"]))
-        session = Session.start(TRAIN_RL.id, prefill={"task": task} if task else None)
-        turn = begin(TRAIN_RL, session)
         try:
             self.store.create(key, user, turn.session, also=self._saying(key, turn))
         except DuplicateSession:
@@ -185,6 +204,11 @@ class WizardService:
             return delivery is None or self.records.first_delivery(delivery)
 
         key = incoming.key
+        if self.trier is not None and self.trier.wants(key, incoming.reply):
+            # `try <prompt>`: the trained model answers (slow: outside the thread's lock)
+            if first_time():
+                self.trier.respond(client, key, incoming.user, incoming.reply)
+            return
         if self._rollouts_asked(client, incoming):
             return
         with self._locks.hold(key):
@@ -557,6 +581,70 @@ class WizardService:
         if self.runs is not None:
             self.runs.cancel(client, run_id, user)
 
+    def rerun(
+        self, client: WebClient, run_id: int, user: str, delivery_id: str | None
+    ) -> SessionKey | None:
+        """*Run again with changes* on a finished or failed run, for its owner: a new wizard
+        thread on a copy of the run's answers, opened on the Edit menu; the old thread says
+        where. The new thread's key (None when nothing was started)."""
+        if self.runs is None:
+            return None
+        if delivery_id is not None and not self.records.first_delivery(delivery_id):
+            return None
+        run = self.runs.runs.get(run_id)
+        if run is None:
+            return None
+        if run.owner != user:
+            self.poster.ephemeral(client, run.key, user, f"Only <@{run.owner}> can run this again.")
+            return None
+        if run.active:
+            self.poster.ephemeral(client, run.key, user, "This run has not finished yet.")
+            return None
+        stored = self.store.get(run.key)
+        if stored is None or stored.session.flow not in FLOWS:
+            self.poster.ephemeral(client, run.key, user, "This run's answers are gone.")
+            return None
+        turn = rerun_turn(FLOWS[stored.session.flow], stored.session, run.id)
+        headline = (
+            f":repeat: <@{user}> is running run #{run.id} again with changes "
+            f"(`{escape(run.script_name)}`).\nAnswers go in this thread; only they can answer."
+        )
+        key = self.open_thread(client, run.team, run.channel, user, headline, turn)
+        if key is not None:
+            link = _permalink(client, key)
+            where = f"<{link}|a new thread>" if link else "a new thread in this channel"
+            self._say(
+                run.key, f":repeat: <@{user}> reopened these answers in {where} to change them."
+            )
+        return key
+
+    def compare_previous(
+        self, client: WebClient, run_id: int, user: str, delivery_id: str | None
+    ) -> None:
+        """*Compare with the previous run of this project*, for the run's owner: the comparison
+        with their latest earlier run of the same project, in this run's thread."""
+        if self.comparer is None:
+            return
+        if delivery_id is not None and not self.records.first_delivery(delivery_id):
+            return
+        run = self.comparer.runs.get(run_id)
+        if run is None:
+            return
+        if run.owner != user:
+            self.poster.ephemeral(
+                client, run.key, user, f"Only <@{run.owner}> can compare this run."
+            )
+            return
+        previous = self.comparer.previous_of(run)
+        if previous is None:
+            self.poster.ephemeral(
+                client, run.key, user, "You have no earlier run of this project to compare with."
+            )
+            return
+        refusal = self.comparer.post(client, previous, run)
+        if refusal:
+            self.poster.ephemeral(client, run.key, user, refusal)
+
     def fix_run(
         self, client: WebClient, run_id: int, fix: FixAction, user: str, delivery_id: str
     ) -> None:
@@ -635,6 +723,15 @@ class WizardService:
             )
         except Exception:  # the database may be what broke: nothing more to do than log it
             log.exception("could not report an error to %s", key)
+
+
+def _permalink(client: WebClient, key: SessionKey) -> str | None:
+    """A link to the thread's parent message; None when Slack gives none."""
+    try:
+        link = client.chat_getPermalink(channel=key.channel, message_ts=key.thread).get("permalink")
+    except SlackApiError:
+        return None
+    return str(link) if link else None
 
 
 def _is_repeat_click(session: Session, reply: Reply) -> bool:

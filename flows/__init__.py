@@ -13,6 +13,7 @@ from flows.answers import MAX_ATTACHMENT_BYTES
 from flows.code_calls import CODE_STEPS, CodeCall, CodeCalls, code_calls
 from flows.engine import MAX_REPLY_CHARS, advance, begin
 from flows.flow import Flow
+from flows.questions import shown_answer
 from flows.render import RenderError, render_script
 from flows.replay import AnswersError, replay
 from flows.secrets import redact_secrets
@@ -74,5 +75,6 @@ __all__ = [
     "redact_secrets",
     "render_script",
     "replay",
+    "shown_answer",
     "tool_schemas_from_code",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from slack_bolt import App
 
 from bot.installations import SlackClients
-from bot.listeners import actions, commands, events, workspaces
+from bot.listeners import actions, commands, events, run_followups, workspaces
 from bot.listeners.guard import AfterAck
 from bot.wizard import WizardService
 
@@ -23,4 +23,5 @@ def register_listeners(
     commands.register(app, service, after_ack)
     events.register(app, service, after_ack)
     actions.register(app, service, after_ack)
+    run_followups.register(app, service, after_ack)
     workspaces.register(app, service, after_ack, clients)

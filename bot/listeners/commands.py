@@ -13,7 +13,7 @@ from bot.wizard import WizardService
 
 
 def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
-    """`/train-rl [list|runs|help|task]`: answers go privately through the response_url."""
+    """`/train-rl [list|runs|compare|help|task]`: answers go privately through the response_url."""
 
     @app.command("/train-rl")
     def on_train_rl(

@@ -9,7 +9,9 @@ from typing import Any
 from bot.blocks import (
     MAX_BLOCKS,
     RUN_CANCEL_ACTION,
+    RUN_COMPARE_ACTION,
     RUN_FIX_ACTION,
+    RUN_RERUN_ACTION,
     TEXT_LIMIT,
     Block,
     SlackMessage,
@@ -91,7 +93,12 @@ def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
         f'  -d \'{{"model": "{escape(model)}", '
         f'"messages": [{{"role": "user", "content": "Your prompt here"}}]}}\'```'
     )
-    return text_message(text)
+    message = text_message(text)
+    after = [followup_buttons(run, succeeded=True)]
+    if run.backend == "serverless":  # still served: it can be tried from the thread
+        hint = "Say `try <your prompt>` in this thread to try the trained model here."
+        after.append({"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]})
+    return SlackMessage(message.text, [*message.blocks[: MAX_BLOCKS - len(after)], *after])
 
 
 def failure_message(run: Run, failure: Failure) -> SlackMessage:
@@ -122,7 +129,29 @@ def failure_message(run: Run, failure: Failure) -> SlackMessage:
                 ],
             }
         )
-    return SlackMessage(clip(text, TEXT_LIMIT), blocks[:MAX_BLOCKS])
+    blocks = [*blocks[: MAX_BLOCKS - 1], followup_buttons(run, succeeded=False)]
+    return SlackMessage(clip(text, TEXT_LIMIT), blocks)
+
+
+def followup_buttons(run: Run, *, succeeded: bool) -> Block:
+    """Under a finished (or failed) run: *Run again with changes* (bot.runs.rerun) and, once
+    it succeeded, *Compare with the previous run of this project* (bot.runs.compare)."""
+    labels = [(RUN_RERUN_ACTION, "Run again with changes")]
+    if succeeded:
+        labels.append((RUN_COMPARE_ACTION, "Compare with the previous run of this project"))
+    return {
+        "type": "actions",
+        "block_id": f"followups:{run.id}",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": action,
+                "text": {"type": "plain_text", "text": label},
+                "value": str(run.id),
+            }
+            for action, label in labels
+        ],
+    }
 
 
 def runs_list_text(runs: Sequence[Run]) -> str:
@@ -132,7 +161,7 @@ def runs_list_text(runs: Sequence[Run]) -> str:
     lines = [f"Your training runs ({len(runs)}):"]
     for run in runs:
         lines.append(
-            f"• {STATE_EMOJI.get(run.state, '')} `{escape(run.script_name)}` "
+            f"• #{run.id} {STATE_EMOJI.get(run.state, '')} `{escape(run.script_name)}` "
             f"in <#{run.key.channel}>: "
             f"{run.state}{progress(run)}"
         )

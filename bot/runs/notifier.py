@@ -70,7 +70,9 @@ class RunNotifier:
             self.outbox.enqueue(run.key, [Post(failure_message(run, _failure(data)))])
             self._upload_plot(slack, run)
         elif event.type is EventType.succeeded:
-            run = self.runs.update(run.id, state=JobState.succeeded.value, finished_at=event.at)
+            run = self.runs.update(
+                run.id, state=JobState.succeeded.value, finished_at=event.at, result=dict(data)
+            )
             self.outbox.enqueue(run.key, [Post(success_message(run, data))])
             self._upload_plot(slack, run)
         elif event.type in (EventType.cancelled, EventType.lost):

@@ -91,6 +91,10 @@ class Run(Base, kw_only=True):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True, default=None)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True, default=None)
+    result: Mapped[dict[str, Any] | None] = mapped_column(
+        "result_json", JsonText, nullable=True, default=None
+    )
+    """What the `succeeded` event said: {"model", "inference_url", "step"} (`try` uses them)."""
 
     __table_args__ = (
         Index("ix_artbot_runs_state", "state"),
