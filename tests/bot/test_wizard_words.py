@@ -111,9 +111,7 @@ def test_a_whole_wizard_reads_as_words_with_steady_progress_and_an_edit_menu(
     assert "Epochs (dataset loop): 2" in user.last_text()
     user.click("Done")
     user.click("Epochs over the fixed dataset")
-    fake.wait_for(
-        lambda f: any(m.text.startswith("What next?") for m in user.bot_messages()), timeout=60
-    )
+    user.wait_for_result()
 
     before_the_last_edit = everything_shown(fake)
     user.click("Edit an answer")  # at the end: more than five answers, so a select menu
@@ -121,10 +119,7 @@ def test_a_whole_wizard_reads_as_words_with_steady_progress_and_an_edit_menu(
     select_in(user, "Run name")
     assert user.asked() == "run_name"
     user.reply("math-solver-002")
-    fake.wait_for(
-        lambda f: sum(m.text.startswith("What next?") for m in user.bot_messages()) == 2,
-        timeout=60,
-    )
+    user.wait_for_result(count=2)
 
     assert leaked_ids(everything_shown(fake)) == []
     shown = everything_shown(fake)
