@@ -4,7 +4,8 @@ and a run's Cancel and fixes."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
@@ -109,28 +110,49 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
             service=service,
         )
 
-    @app.action(RUN_CANCEL_ACTION)
-    def on_run_cancel(
-        ack: Ack,
-        body: dict[str, Any],
-        action: dict[str, Any],
-        client: WebClient,
-        context: BoltContext,
-    ) -> None:
-        ack()
-        run_id = clicked_run(action)
-        if run_id is not None:
-            user = body["user"]["id"]
-            after_ack.submit(
-                context,
-                "action",
-                lambda: service.cancel_run(client, run_id, user),
-                key=action_key(body),
-                team=context.team_id,
-            )
+    on_run_button(
+        app,
+        after_ack,
+        RUN_CANCEL_ACTION,
+        lambda click: service.cancel_run(click.client, click.run_id, click.user),
+    )
+    on_run_button(
+        app,
+        after_ack,
+        re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"),
+        lambda click: service.fix_run(
+            click.client,
+            click.run_id,
+            FixAction(click.action_id.split(":", 1)[1]),
+            click.user,
+            click.delivery,
+        ),
+    )
 
-    @app.action(re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"))
-    def on_run_fix(
+
+@dataclass(frozen=True)
+class RunClick:
+    """A click on a button that names a run (its value is the run's id)."""
+
+    client: WebClient
+    run_id: int
+    user: str
+    delivery: str
+    """The click's delivery id (`click_id`)."""
+    action_id: str
+
+
+def on_run_button(
+    app: App,
+    after_ack: AfterAck,
+    action_id: str | re.Pattern[str],
+    work: Callable[[RunClick], object],
+) -> None:
+    """A run's button: ack at once, then `work(click)` on `after_ack`'s pool; a value that is
+    not a run's id is ignored."""
+
+    @app.action(action_id)
+    def clicked(
         ack: Ack,
         body: dict[str, Any],
         action: dict[str, Any],
@@ -139,16 +161,14 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
     ) -> None:
         ack()
         run_id = clicked_run(action)
-        if run_id is not None:
-            fix = FixAction(action["action_id"].split(":", 1)[1])
-            user, delivery = body["user"]["id"], click_id(body, action)
-            after_ack.submit(
-                context,
-                "action",
-                lambda: service.fix_run(client, run_id, fix, user, delivery),
-                key=action_key(body),
-                team=context.team_id,
-            )
+        if run_id is None:
+            return
+        click = RunClick(
+            client, run_id, body["user"]["id"], click_id(body, action), action["action_id"]
+        )
+        after_ack.submit(
+            context, "action", lambda: work(click), key=action_key(body), team=context.team_id
+        )
 
 
 def action_key(body: Mapping[str, Any]) -> SessionKey | None:
