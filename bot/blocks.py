@@ -54,25 +54,34 @@ class SlackMessage:
 
 def sections(text: str) -> list[Block]:
     """Text as mrkdwn sections of at most 3,000 characters each (split on line ends)."""
+    return [
+        {"type": "section", "text": {"type": "mrkdwn", "text": chunk}}
+        for chunk in line_chunks(text, SECTION_LIMIT)
+    ]
+
+
+def line_chunks(text: str, limit: int) -> list[str]:
+    """`text` in pieces of at most `limit` characters, split on line ends (a longer line on its
+    own, cut where no `&lt;`-style escape is split); at least one piece, never empty."""
     chunks: list[str] = []
     current = ""
     for line in text.split("\n"):
-        while len(line) > SECTION_LIMIT:
+        while len(line) > limit:
             if current:
                 chunks.append(current)
                 current = ""
-            cut = safe_cut(line, SECTION_LIMIT)  # `&lt;` must not be split across sections
+            cut = safe_cut(line, limit)  # `&lt;` must not be split across pieces
             chunks.append(line[:cut])
             line = line[cut:]
         candidate = f"{current}\n{line}" if current else line
-        if len(candidate) > SECTION_LIMIT:
+        if len(candidate) > limit:
             chunks.append(current)
             current = line
         else:
             current = candidate
     if current or not chunks:
         chunks.append(current or " ")
-    return [{"type": "section", "text": {"type": "mrkdwn", "text": chunk}} for chunk in chunks]
+    return chunks
 
 
 def question_message(question: Question) -> SlackMessage:

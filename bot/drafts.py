@@ -16,10 +16,11 @@ from bot.blocks import (
     TEXT_LIMIT,
     Block,
     SlackMessage,
+    line_chunks,
     proposal_message,
     sections,
 )
-from bot.slack_text import clip, escape, safe_cut
+from bot.slack_text import clip, escape
 from bot.thread_effects import Post, Retire, ThreadEffect
 
 DRAFT_EDIT = "draft_edit"
@@ -87,25 +88,7 @@ def edit_effects(proposal: Proposal) -> list[ThreadEffect]:
 
 def code_sections(code: str) -> list[Block]:
     """Code as fenced mrkdwn sections, split on line ends so each section's fence is whole."""
-    chunks: list[str] = []
-    current = ""
-    for line in escape(code.rstrip()).split("\n"):
-        while len(line) > CODE_CHUNK:
-            if current:
-                chunks.append(current)
-                current = ""
-            cut = safe_cut(line, CODE_CHUNK)  # `&lt;` must not be split across sections
-            chunks.append(line[:cut])
-            line = line[cut:]
-        candidate = f"{current}\n{line}" if current else line
-        if len(candidate) > CODE_CHUNK:
-            chunks.append(current)
-            current = line
-        else:
-            current = candidate
-    if current or not chunks:
-        chunks.append(current or " ")
     return [
         {"type": "section", "text": {"type": "mrkdwn", "text": f"{FENCE}\n{chunk}\n{FENCE}"}}
-        for chunk in chunks
+        for chunk in line_chunks(escape(code.rstrip()), CODE_CHUNK)
     ]
