@@ -21,7 +21,8 @@ from runner.schemas import EventType, FailureKind, JobEvent, JobState
 from tests.runner.conftest import Runner, RunnerFactory, job_environ, processes_with_env
 from tests.runner.ray_head import RayHead, start_ray_head
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray_head")]
+"""One worker runs them all, on one Ray head (a session fixture)."""
 
 RAY_TIMEOUT_S = 120.0
 """Submit to end on a loaded 2-core machine (a Ray job takes 2 to 20 s here)."""

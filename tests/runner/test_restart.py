@@ -193,13 +193,16 @@ def _kill_supervisor_of_reattached(
     """A job re-attached by a second runner whose supervisor is then SIGKILLed (no exit.json)."""
     first = make_runner()
     job_id = first.submit("train_ok.py", args=args)
-    first.wait_state(job_id, JobState.running)
-    supervisor = first.client.events(job_id).events[1].data["pid"]
-    second = _restart(make_runner, first)
+    # Until the script prints, its supervisor may not have been released yet (`running` is
+    # recorded first): a restart then would queue the job again and launch it a second time.
     deadline = time.monotonic() + 20
-    while wait_for_text not in second.client.log(job_id, 100_000).text:
+    while wait_for_text not in first.client.log(job_id, 100_000).text:
         assert time.monotonic() < deadline, f"{wait_for_text!r} never printed"
         time.sleep(0.02)
+    supervisor = first.client.events(job_id).events[1].data["pid"]
+    second = _restart(make_runner, first)
+    started = [e for e in second.client.events(job_id).events if e.type is EventType.started]
+    assert len(started) == 1, "re-attached, not launched again"
     os.kill(supervisor, signal.SIGKILL)  # only the supervisor: it cannot record the exit
     return second, job_id
 
