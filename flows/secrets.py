@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import re
 
+_NAME = r"(?:[a-z_][a-z0-9_]*|[A-Z_][A-Z0-9_]*)"
+_CODE_REFERENCE = rf"(?-i:{_NAME}(?:\.{_NAME})+(?![\w\-/+])|{_NAME}\()"
+"""An unquoted value that is code naming the key, not the key: a dotted name in one case per
+part (`model.inference_api_key`, `settings.SLACK_BOT_TOKEN`), or a call (`load_api_key(`).
+Random keys mix cases and digits; a JWT's dotted parts do too."""
+
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("an OpenAI API key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
     ("an Anthropic API key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}")),
@@ -24,7 +30,11 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "an API key assignment",
         re.compile(
-            r"(?i)\b[A-Z0-9_]*(?:API_KEY|SECRET|TOKEN|PASSWORD)\s*[=:]\s*['\"]?(?!os\.|getenv|environ)[A-Za-z0-9_\-./+]{16,}"
+            r"\b[A-Za-z0-9_]*(?:API_KEY|SECRET|TOKEN|PASSWORD|api_key|secret|token|password)"
+            r"\s*[=:]\s*"
+            r"(?:['\"][A-Za-z0-9_\-./+]{16,}"  # a quoted value: a literal
+            rf"|(?!os\.|getenv|environ|{_CODE_REFERENCE})[A-Za-z0-9_\-./+]{{16,}})",
+            re.IGNORECASE,
         ),
     ),
 )
