@@ -5,15 +5,15 @@ records how it ended. When the runner stops, monitors leave their jobs running."
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from runner.executor import JobProcess
 from runner.job_folder import JobFolder
+from runner.job_threads import JobThread, JobThreads
 from runner.launcher import JobLauncher, Launched
 from runner.memory import memory_bytes
 from runner.outcome import Ended, Ending, Outcome, settle
@@ -31,11 +31,10 @@ MEMORY_CHECK_S = 2.0
 
 
 @dataclass
-class _Active:
-    """A started job's in-memory part: its monitor thread and the way to interrupt it."""
+class _Active(JobThread):
+    """A started job's in-memory part: its monitor thread, the way to interrupt it, its
+    processes."""
 
-    cancel: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
     process: JobProcess | None = None
     memory_bytes: int | None = None
     """What the job's processes held when they went over the memory limit."""
@@ -58,51 +57,29 @@ class JobMonitors:
         self._recorder = recorder
         self._launcher = launcher
         self._on_end = on_end
-        self._lock = threading.Lock()
-        self._active: dict[str, _Active] = {}
-        self._stopping = threading.Event()  # monitors stop following (jobs go on)
+        self._threads: JobThreads[_Active] = JobThreads("job")
 
     # -- the threads --
 
     def spawn(self, job_id: str, launched: Launched | None = None) -> None:
         """Follow a starting job from its launch, or one a previous runner `launched`."""
         active = _Active(process=launched.process if launched is not None else None)
-        active.thread = threading.Thread(
-            target=self._run,
-            args=(job_id, active, launched),
-            name=f"job-{job_id[:8]}",
-            daemon=True,
-        )
-        with self._lock:
-            self._active[job_id] = active
-        active.thread.start()
+        self._threads.start(job_id, active, lambda: self._run(job_id, active, launched))
 
     def cancel(self, job_id: str) -> None:
         """Tell the job's monitor to stop the job (no-op when it has none)."""
-        with self._lock:
-            active = self._active.get(job_id)
-        if active is not None:
-            active.cancel.set()
+        self._threads.cancel(job_id)
 
     def job_ids(self) -> list[str]:
-        with self._lock:
-            return list(self._active)
+        return self._threads.job_ids()
 
     def join(self, timeout_s: float) -> None:
         """Wait up to `timeout_s` in all for the monitors to finish."""
-        deadline = time.monotonic() + timeout_s
-        for thread in self._threads():
-            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads.join(timeout_s)
 
     def stop(self, timeout_s: float) -> None:
         """Stop following: monitors still following a job leave it running for the next runner."""
-        self._stopping.set()
-        for thread in self._threads():
-            thread.join(timeout_s)
-
-    def _threads(self) -> list[threading.Thread]:
-        with self._lock:
-            return [a.thread for a in self._active.values() if a.thread is not None]
+        self._threads.stop(timeout_s)
 
     # -- one job, start to end --
 
@@ -120,8 +97,7 @@ class JobMonitors:
             self._fail_after_runner_error(job_id, active, error)
         finally:
             if not left_running:
-                with self._lock:
-                    self._active.pop(job_id, None)
+                self._threads.forget(job_id)
                 self._on_end(job_id)
 
     def _follow(self, job_id: str, active: _Active, launched: Launched) -> bool:
@@ -179,7 +155,7 @@ class JobMonitors:
                     log.info("job %s holds %d bytes, over the limit of %d", job.id, used, limit)
                     active.memory_bytes = used
                     return Ending.memory
-            if self._stopping.is_set():
+            if self._threads.stopping.is_set():
                 return None
             active.cancel.wait(self._settings.poll_interval_s)
 

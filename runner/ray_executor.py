@@ -22,10 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from typing import Any
 from runner.executor import ExitStatus
 from runner.failures import make_failure
 from runner.job_folder import runner_dir
+from runner.job_threads import JobThread, JobThreads
 from runner.outcome import Ended, Ending, Outcome, settle
 from runner.progress import OutputScanner, ProgressLines, Seen
 from runner.ray_entry import FORCED_LINE
@@ -53,9 +52,8 @@ LOG_DRAIN_S = 10.0
 
 
 @dataclass
-class _Follower:
-    cancel: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
+class _Follower(JobThread):
+    """A Ray job's follower thread and the way to interrupt it."""
 
 
 class _OutputSink:
@@ -113,9 +111,7 @@ class RayExecutor:
         self._recorder = recorder
         self._environ = environ
         self._on_end = on_end
-        self._lock = threading.Lock()
-        self._followers: dict[str, _Follower] = {}
-        self._stopping = threading.Event()
+        self._threads: JobThreads[_Follower] = JobThreads("ray")
 
     @property
     def jobs(self) -> RayJobs:
@@ -132,37 +128,20 @@ class RayExecutor:
 
     def spawn(self, job_id: str) -> None:
         follower = _Follower()
-        follower.thread = threading.Thread(
-            target=self._run, args=(job_id, follower), name=f"ray-{job_id[:8]}", daemon=True
-        )
-        with self._lock:
-            self._followers[job_id] = follower
-        follower.thread.start()
+        self._threads.start(job_id, follower, lambda: self._run(job_id, follower))
 
     def cancel(self, job_id: str) -> None:
-        with self._lock:
-            follower = self._followers.get(job_id)
-        if follower is not None:
-            follower.cancel.set()
+        self._threads.cancel(job_id)
 
     def job_ids(self) -> list[str]:
-        with self._lock:
-            return list(self._followers)
+        return self._threads.job_ids()
 
     def join(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        for thread in self._threads():
-            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads.join(timeout_s)
 
     def stop(self, timeout_s: float) -> None:
         """Stop following; the Ray jobs go on (the next runner follows them again)."""
-        self._stopping.set()
-        for thread in self._threads():
-            thread.join(timeout_s)
-
-    def _threads(self) -> list[threading.Thread]:
-        with self._lock:
-            return [f.thread for f in self._followers.values() if f.thread is not None]
+        self._threads.stop(timeout_s)
 
     # -- one job --
 
@@ -175,8 +154,7 @@ class RayExecutor:
             self._fail_after_runner_error(job_id, error)
         finally:
             if not left_running:
-                with self._lock:
-                    self._followers.pop(job_id, None)
+                self._threads.forget(job_id)
                 self._on_end(job_id)
 
     async def _follow(self, job_id: str, follower: _Follower) -> bool:
@@ -309,7 +287,7 @@ class RayExecutor:
                     log.info("job %s stopping on Ray (%s)", job.id, ending.value)
                     await asyncio.to_thread(self._jobs.stop, job.id)
                     stop_sent = True
-            if self._stopping.is_set() and not stop_sent:
+            if self._threads.stopping.is_set() and not stop_sent:
                 return None
             if stop_sent:  # waiting for Ray to say STOPPED
                 await asyncio.sleep(self._settings.poll_interval_s)
@@ -323,10 +301,10 @@ class RayExecutor:
             try:
                 return await asyncio.to_thread(call, job_id)
             except (RuntimeError, OSError) as error:  # Ray's errors, requests' errors
-                if self._stopping.is_set():
+                if self._threads.stopping.is_set():
                     return _STOPPING
                 log.warning("job %s: Ray's job API did not answer: %s", job_id, error)
-                if await asyncio.to_thread(self._stopping.wait, RETRY_S):
+                if await asyncio.to_thread(self._threads.stopping.wait, RETRY_S):
                     return _STOPPING
 
     async def _tail(self, job_id: str, sink: _OutputSink) -> None:
