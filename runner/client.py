@@ -25,6 +25,7 @@ from runner.schemas import (
     JobSubmission,
     LogTail,
     RolloutsPage,
+    Serving,
 )
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -102,6 +103,21 @@ class RunnerClient:
 
     def cancel(self, job_id: str) -> Job:
         return self._call("POST", f"/jobs/{job_id}/cancel", Job)
+
+    def serve(self, job_id: str) -> Serving:
+        """Serve a succeeded LocalBackend job's model (or get the serving job already there)."""
+        return self._call("POST", f"/jobs/{job_id}/serve", Serving)
+
+    def serving(self, job_id: str) -> Serving:
+        return self._call("GET", f"/jobs/{job_id}/serve", Serving)
+
+    def stop_serving(self, job_id: str) -> Serving:
+        return self._call("DELETE", f"/jobs/{job_id}/serve", Serving)
+
+    def serving_api_url(self, job_id: str) -> str:
+        """The base URL of the job's served model's OpenAI-compatible API (the runner's token
+        is its api_key)."""
+        return f"{str(self._http.base_url).rstrip('/')}/jobs/{job_id}/serve/v1"
 
     def log(self, job_id: str, tail_bytes: int = 64 * 1024) -> LogTail:
         return self._call("GET", f"/jobs/{job_id}/log", LogTail, params={"tail_bytes": tail_bytes})

@@ -29,3 +29,15 @@ class ResumeConflict(JobRequestError):
 
 class InvalidQuery(JobRequestError):
     """A query the runner cannot answer as asked (422): a cursor that names no job."""
+
+
+class ServeRefused(JobRequestError):
+    """A job whose model cannot be served here (409): not succeeded, serverless, no checkpoint."""
+
+
+class NotServing(JobRequestError):
+    """A request for a job's serving job when it has none (404)."""
+
+
+class ServingNotReady(JobRequestError):
+    """A request to a serving job that is not answering yet (503: try again shortly)."""

@@ -42,6 +42,8 @@ class EventType(StrEnum):
     succeeded = "succeeded"
     cancelled = "cancelled"
     lost = "lost"
+    serving = "serving"  # a serving job of a succeeded job's model answers (POST .../serve)
+    stopped = "stopped"  # that serving job stopped: idle, asked to, or the runner stopped
 
 
 class FailureKind(StrEnum):
@@ -181,6 +183,30 @@ class RolloutsPage(BaseModel):
     job_id: str
     steps: list[int]
     rollouts: ValidationRollouts | None = None
+
+
+class ServingState(StrEnum):
+    queued = "queued"  # waiting for a GPU slot
+    starting = "starting"  # launched, not answering yet
+    serving = "serving"
+    stopped = "stopped"
+
+
+class Serving(BaseModel):
+    """POST/GET/DELETE /jobs/{id}/serve: the short-lived serving job of a succeeded LocalBackend
+    job's last checkpoint. Its API is the runner's, behind the runner's token:
+    `/jobs/{id}/serve/v1/chat/completions` (and `/v1/models`)."""
+
+    job_id: str
+    state: ServingState
+    model: str = Field(description="the served name to call it by (the LoRA's, `name@step`)")
+    step: int
+    gpus: list[int] = Field(default_factory=list)
+    after_seq: int = Field(
+        description="the job's events after this seq are this serving job's (`serving`, `stopped`)"
+    )
+    idle_timeout_s: float
+    stopped_reason: str | None = None
 
 
 class EventsPage(BaseModel):

@@ -40,8 +40,10 @@ from runner.schemas import (
     JobSubmission,
     LogTail,
     RolloutsPage,
+    Serving,
     ValidationRollouts,
 )
+from runner.serving import ServingJobs
 from runner.settings import RunnerSettings
 from runner.store import JobRow, JobStore
 from runner.validation import check_submission
@@ -109,6 +111,9 @@ class JobService:
             )
             self.executor = LocalExecutor(monitors, self._recorder, self.slots, self.workdir)
         self._scheduler = Scheduler(store, self.slots, start=self.executor.spawn)
+        self.serving = ServingJobs(
+            settings, self.workdir, self._recorder, self.slots, source_env, self._job_ended
+        )
         self.retention = RetentionPolicy(
             max_age=timedelta(days=settings.retention_days) if settings.retention_days else None,
             max_bytes=settings.retention_max_bytes,
@@ -121,6 +126,7 @@ class JobService:
         """Re-attach or settle the jobs a previous runner left, then start scheduling."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.executor.recover()
+        self.serving.recover()
         self._scheduler.start()
         self._sweeper.start()
 
@@ -130,6 +136,7 @@ class JobService:
         # The scheduler first: a slot freed by a cancel below must not start the next job.
         self._scheduler.stop(timeout_s)
         self._sweeper.stop(timeout_s)
+        self.serving.stop_all(timeout_s)  # a serving job never outlives its runner
         if cancel_jobs:
             for job_id in self.executor.job_ids():
                 with contextlib.suppress(JobRequestError):
@@ -140,6 +147,7 @@ class JobService:
 
     def _job_ended(self, job_id: str) -> None:
         self._scheduler.job_ended(job_id)
+        self.serving.kick()
 
     # -- use cases --
 
@@ -194,7 +202,12 @@ class JobService:
         job = self.store.require(job_id)  # read first: a finished job's last event is stored
         events = self.store.events(job_id, after, max(1, min(limit, EVENTS_PAGE_LIMIT)))
         next_after = events[-1].seq if events else after
-        finished = job.state.finished and next_after >= job.last_event_seq
+        # A serving job of a finished job has more to tell (`serving`, `stopped`).
+        finished = (
+            job.state.finished
+            and next_after >= job.last_event_seq
+            and not self.serving.active(job_id)
+        )
         return EventsPage(job_id=job_id, events=events, next_after=next_after, finished=finished)
 
     def rollouts(self, job_id: str, step: int | None = None) -> RolloutsPage:
@@ -218,6 +231,8 @@ class JobService:
         """Cancel: a queued job at once; a running one is signalled (SIGTERM, grace, SIGKILL)."""
         job = self.store.require(job_id)
         if job.state.finished:
+            if self.serving.active(job_id):  # what still runs of it: its serving job
+                self.serving.stop(job_id, "its job was cancelled")
             return self._view(job)
         done = self._recorder.cancel_queued(job_id)
         if done is not None:
@@ -227,6 +242,10 @@ class JobService:
         self.executor.cancel(job_id)
         log.info("job %s cancel requested", job_id)
         return self._view(job)
+
+    def serve(self, job_id: str) -> tuple[Serving, bool]:
+        """Serve a succeeded LocalBackend job's last checkpoint: (serving job, created)."""
+        return self.serving.start(job_id)
 
     def log_tail(self, job_id: str, tail_bytes: int) -> LogTail:
         """The end of the job's output, at most MAX_LOG_TAIL_BYTES, secrets redacted.

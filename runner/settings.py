@@ -28,6 +28,11 @@ MAX_RUNTIME_LIMIT_S = 366 * 24 * 3600.0
 """A year: a deadline must stay a datetime, and a longer run is a mistake, not a plan."""
 MAX_LOG_BYTES = 1024**4
 COMMAND_FIELDS = frozenset({"script", "python", "workdir"})
+SERVE_COMMAND_FIELDS = frozenset({"python", "workdir", "base_model", "lora_path", "model", "port"})
+DEFAULT_SERVE_COMMAND = (
+    "uvx --from vllm vllm serve {base_model} --enable-lora --max-lora-rank 64 "
+    "--lora-modules {model}={lora_path} --host 127.0.0.1 --port {port}"
+)
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
@@ -106,6 +111,26 @@ class RunnerSettings(BaseSettings):
         ge=64 * 1024,
         le=MAX_LOG_BYTES,
         description="a job's output log keeps its head and tail within this",
+    )
+    serve_command: str = Field(
+        default=DEFAULT_SERVE_COMMAND,
+        description=(
+            "how a succeeded LocalBackend job's model is served (POST /jobs/{id}/serve): an "
+            "OpenAI-compatible server on 127.0.0.1:{port} serving the LoRA {lora_path} as "
+            "{model} on {base_model}; also {python}, {workdir}; no shell"
+        ),
+    )
+    serve_idle_s: float = Field(
+        default=600.0,
+        ge=1.0,
+        le=7 * 24 * 3600.0,
+        description="a serving job stops after this many seconds without a request",
+    )
+    serve_start_timeout_s: float = Field(
+        default=1800.0,
+        ge=1.0,
+        le=24 * 3600.0,
+        description="how long a serving job may take to answer its first health check",
     )
     host: str = Field(default="127.0.0.1", description="address to listen on")
     port: int = Field(default=8700, ge=0, le=65535)
@@ -240,6 +265,21 @@ class RunnerSettings(BaseSettings):
             raise ValueError("must contain {script}")
         return value
 
+    @field_validator("serve_command")
+    @classmethod
+    def _serve_command_shape(cls, value: str) -> str:
+        fields = _placeholders(value)
+        unknown = fields - SERVE_COMMAND_FIELDS
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder {{{sorted(unknown)[0]}}}: use "
+                + ", ".join(f"{{{name}}}" for name in sorted(SERVE_COMMAND_FIELDS))
+            )
+        missing = {"port", "lora_path", "model"} - fields
+        if missing:
+            raise ValueError(f"must contain {{{sorted(missing)[0]}}}")
+        return value
+
     @field_validator("job_secrets")
     @classmethod
     def _secret_names(cls, value: str) -> str:
@@ -294,6 +334,11 @@ class RunnerSettings(BaseSettings):
     def resolved_database_url(self) -> str:
         return self.database_url or f"sqlite:///{data_dir() / 'runner.db'}"
 
+    def serve_argv(self, values: Mapping[str, str]) -> list[str]:
+        """The serving command, placeholders filled in from `values` (and `{python}`)."""
+        filled = {"python": sys.executable, **values}
+        return [part.format(**filled) for part in shlex.split(self.serve_command)]
+
     def command_argv(self, script: Path, workdir: Path, python: str | None = None) -> list[str]:
         """The job's command, placeholders filled in (each argument separately: no shell);
         `{python}` is `python`, by default the runner's own interpreter."""
@@ -303,6 +348,21 @@ class RunnerSettings(BaseSettings):
             "workdir": str(workdir),
         }
         return [part.format(**values) for part in shlex.split(self.command)]
+
+
+def _placeholders(command: str) -> set[str]:
+    try:
+        parts = shlex.split(command)
+    except ValueError as error:
+        raise ValueError(f"cannot split into arguments: {error}") from None
+    if not parts:
+        raise ValueError("is empty")
+    return {
+        name
+        for part in parts
+        for _, name, _, _ in string.Formatter().parse(part)
+        if name is not None
+    }
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> RunnerSettings:

@@ -16,7 +16,10 @@ from runner.errors import (
     InvalidSubmission,
     JobNotFound,
     JobRequestError,
+    NotServing,
     ResumeConflict,
+    ServeRefused,
+    ServingNotReady,
     SubmissionTooLarge,
 )
 
@@ -27,6 +30,9 @@ STATUS_BY_ERROR: tuple[tuple[type[JobRequestError], int], ...] = (
     (InvalidQuery, 422),
     (IdempotencyConflict, 409),
     (ResumeConflict, 409),
+    (ServeRefused, 409),
+    (NotServing, 404),
+    (ServingNotReady, 503),
 )
 
 

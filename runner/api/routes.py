@@ -11,6 +11,7 @@ from fastapi.responses import PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from runner.api.auth import require_token
+from runner.api.serving_proxy import pass_on
 from runner.metrics import CONTENT_TYPE, RunnerMetrics
 from runner.schemas import (
     EventsPage,
@@ -21,6 +22,7 @@ from runner.schemas import (
     JobSubmission,
     LogTail,
     RolloutsPage,
+    Serving,
 )
 from runner.service import EVENTS_PAGE_LIMIT, JOBS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
 
@@ -170,3 +172,37 @@ def log_tail(
 ) -> LogTail:
     """The end of the job's output (stdout and stderr together)."""
     return service.log_tail(job_id, tail_bytes)
+
+
+@jobs.post(
+    "/{job_id}/serve",
+    response_model=Serving,
+    status_code=202,
+    responses={200: {"model": Serving, "description": "the job's serving job, already there"}},
+)
+def serve(job_id: JobId, response: Response, service: Service) -> Serving:
+    """Serve a succeeded LocalBackend job's last checkpoint for a while (202; 200 with the one
+    already there). Follow the job's events for `serving`, then call
+    `/jobs/{id}/serve/v1/chat/completions`. 409 for a job whose model cannot be served here."""
+    serving, created = service.serve(job_id)
+    if not created:
+        response.status_code = 200
+    return serving
+
+
+@jobs.get("/{job_id}/serve", response_model=Serving)
+def serving_status(job_id: JobId, service: Service) -> Serving:
+    """The job's serving job (its last one when stopped); 404 when it never had one."""
+    return service.serving.status(job_id)
+
+
+@jobs.delete("/{job_id}/serve", response_model=Serving)
+def stop_serving(job_id: JobId, service: Service) -> Serving:
+    """Stop the job's serving job (the `stopped` event follows); 404 when it has none."""
+    return service.serving.stop(job_id)
+
+
+@jobs.api_route("/{job_id}/serve/v1/{path:path}", methods=["GET", "POST"], include_in_schema=False)
+async def serving_api(job_id: JobId, path: str, request: Request, service: Service) -> Response:
+    """The serving job's OpenAI-compatible API (chat/completions, completions, models)."""
+    return await pass_on(service, job_id, path, request)

@@ -42,7 +42,10 @@ args, _unknown = parser.parse_known_args()
 art = Path(args.art_path or ".art")
 model_dir = art / "proj" / "models" / "m1"
 model_dir.mkdir(parents=True, exist_ok=True)
-(model_dir / "model.json").write_text(json.dumps({"name": "m1", "project": "proj"}))
+BASE_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+(model_dir / "model.json").write_text(
+    json.dumps({"name": "m1", "project": "proj", "base_model": BASE_MODEL})
+)
 history = model_dir / "history.jsonl"
 start = 0
 if history.exists():  # resumed: go on from the last step, as a generated script does
@@ -203,7 +206,11 @@ for step in range(start + 1, start + args.steps + 1):
             "time/step_wall_s": args.delay,
         }
     )
-    (model_dir / "checkpoints" / f"{step:04d}").mkdir(parents=True, exist_ok=True)
+    checkpoint = model_dir / "checkpoints" / f"{step:04d}"
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    # What a LoRA checkpoint of ART (PEFT) names: its base model.
+    adapter = {"base_model_name_or_path": BASE_MODEL, "peft_type": "LORA", "r": 8}
+    (checkpoint / "adapter_config.json").write_text(json.dumps(adapter))
     if step % args.val_every == 0:
         if not args.no_history:
             write_val_trajectories(step)
