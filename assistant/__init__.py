@@ -19,7 +19,7 @@ from assistant.conversation import (
     is_question,
     read_confirmation,
 )
-from assistant.drafts import DRAFT_WORD, not_configured
+from assistant.drafts import DRAFT_WORD, JSON_DRAFTS, not_configured
 from assistant.model import ChatModel, Completion, ModelUnavailable, OpenAIChatModel
 from assistant.proposals import Proposal
 from assistant.sandbox import Limits
@@ -28,6 +28,7 @@ from config.from_environment import SettingsError
 
 __all__ = [
     "DRAFT_WORD",
+    "JSON_DRAFTS",
     "Assistant",
     "AssistantSettings",
     "Assisted",

@@ -31,6 +31,7 @@ from assistant.recommendations import (
     recommend_from_code,
     should_recommend,
 )
+from assistant.repo_reply import answer_repo_zip, repo_zip_in
 from assistant.sandbox import Limits
 from assistant.tool_offer import tool_code_in, tools_summary
 from flows import (
@@ -105,6 +106,10 @@ class Assistant:
         question = open_question(flow, session)
         if question is not None and is_draft_request(flow, session, reply):
             return self.draft(flow, session, question, user)
+        zipped = repo_zip_in(reply)
+        if question is not None and zipped is not None:
+            turn, proposal = answer_repo_zip(self._asker(user), flow, session, question, zipped)
+            return Assisted(turn, proposal)
         agent_code = (
             agent_code_in(flow, session, reply)
             if question is not None and question.step_id != TOOLS_STEP  # there: tool code
