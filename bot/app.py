@@ -151,14 +151,14 @@ def build_service(
         from bot.runs.tryit import ModelTrier
         from runner.client import RunnerClient
 
+        runner_token = settings.artbot_runner_token.get_secret_value()
+        runner = RunnerClient(settings.artbot_runner_url, runner_token)
         runs = RunService(
             RunStore(engine, schema=schema),
             records,
             poster,
             outbox,
-            RunnerClient(
-                settings.artbot_runner_url, settings.artbot_runner_token.get_secret_value()
-            ),
+            runner,
             results.load_script,
             store,
             approvers=settings.approvers,
@@ -172,7 +172,10 @@ def build_service(
             poster,
             outbox,
             serverless_api_key=wandb_key,
+            runner=runner,
+            runner_token=runner_token,
             timeout_s=settings.artbot_try_timeout_s,
+            start_timeout_s=settings.artbot_try_start_timeout_s,
         )
     return WizardService(
         store,

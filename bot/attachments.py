@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from slack_sdk import WebClient
 
+from assistant.repo_zip import MAX_ZIP_BYTES, is_zip
 from bot.slack_text import clip, escape
 from flows import Attachment
 
@@ -15,8 +16,11 @@ from flows import Attachment
 def attachment_from_file(
     client: WebClient, file: Mapping[str, object], max_bytes: int
 ) -> Attachment | str:
-    """Download a file a user dropped in the thread (bot token as bearer); else why not, as text."""
+    """Download a file a user dropped in the thread (bot token as bearer); else why not, as text.
+    A `.zip` (a repo for the assistant to read) has a limit of its own, MAX_ZIP_BYTES."""
     name = str(file.get("name") or "file")
+    if file.get("filetype") == "zip" or is_zip(name):
+        max_bytes = min(max_bytes, MAX_ZIP_BYTES)
     size = file.get("size")
     if isinstance(size, int) and size > max_bytes:
         return f"“{escape(clip(name, 80))}” is {size:,} bytes; the limit is {max_bytes:,}."

@@ -22,8 +22,18 @@ from sqlalchemy.orm import Session as OrmSession
 
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, SlackMessage
+from bot.drafts import offered_text
 from bot.slack_records import QuestionMessage, unanswered_questions
-from bot.thread_effects import Ask, Generate, Offer, Post, Retire, ThreadEffect, Update
+from bot.thread_effects import (
+    Ask,
+    Generate,
+    Offer,
+    Post,
+    Retire,
+    ThreadEffect,
+    Update,
+    Upload,
+)
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey
 from storage.sql_store import SqlStore, utc_now
@@ -48,8 +58,8 @@ class OutboxRow(Base, kw_only=True):
     kind: Mapped[str] = mapped_column(String(16))
     step_id: Mapped[str | None] = mapped_column(String(64))
     text: Mapped[str] = mapped_column(Text)
-    """A question's text (remembered with its ts), a proposal's JSON, or what a retired
-    question shows."""
+    """A question's text (remembered with its ts), a proposal's JSON, what a retired
+    question shows, or an uploaded file's content."""
     message_json: Mapped[str | None] = mapped_column(Text)
     """What chat.postMessage gets (`text` and `blocks`), for posts and questions."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -380,7 +390,7 @@ def question_asked(claimed: Claimed, ts: str | None) -> QuestionMessage | None:
     step_id, text = (
         (effect.step_id, effect.text)
         if isinstance(effect, Ask)
-        else (PROPOSAL_STEP, effect.proposal.text)
+        else (PROPOSAL_STEP, offered_text(effect.proposal))
     )
     return QuestionMessage(
         team=key.team, channel=key.channel, thread=key.thread, ts=ts, step_id=step_id, text=text
@@ -405,6 +415,18 @@ def _rowcount(result: Any) -> int:
 
 def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
     message: SlackMessage | None = None
+    if isinstance(effect, Upload):  # the file's content in `text`, its names in message_json
+        return OutboxRow(
+            team=key.team,
+            channel=key.channel,
+            thread=key.thread,
+            kind="upload",
+            step_id=None,
+            text=effect.content,
+            message_json=json.dumps({"filename": effect.filename, "title": effect.title}),
+            created_at=now,
+            next_attempt_at=now,
+        )
     if isinstance(effect, Post):
         kind, step_id, text, message = "post", None, "", effect.message
     elif isinstance(effect, Ask):
@@ -439,6 +461,8 @@ def _effect(row: OutboxRow) -> ThreadEffect:
     if row.kind == "generate":
         return Generate()
     loaded = json.loads(row.message_json or "{}")
+    if row.kind == "upload":
+        return Upload(str(loaded.get("filename") or ""), str(loaded.get("title") or ""), row.text)
     message = SlackMessage(str(loaded.get("text") or ""), list(loaded.get("blocks") or []))
     if row.kind == "retire":
         return Retire(row.step_id, row.text, message.text)

@@ -10,7 +10,8 @@ effects in one transaction, carries them out in order and records what came of t
 Exactly once: a post carries its outbox id in Slack's message metadata. An attempt that died
 mid-call (the process was killed while Slack was answering) leaves its row in doubt, and the
 next attempt first looks for that id in the thread (conversations.replies) instead of posting
-again. Updates (a question losing its buttons) are idempotent and are simply done again.
+again. Updates (a question losing its buttons) are idempotent and are simply done again. An
+upload (a long draft's file) carries no metadata: one in doubt is uploaded again.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from slack_sdk.errors import SlackApiError
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.outbox import Claimed, Outbox, Settlement, question_asked
 from bot.slack_records import QuestionMessage
-from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update
+from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update, Upload
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -266,6 +267,9 @@ class OutboxWorker:
             if live:  # updated in place, and still live: its buttons are the new message's
                 self._update(client, key, live[-1].ts, effect.message)
             return None
+        if isinstance(effect, Upload):
+            self._upload(client, key, effect)
+            return None
         if isinstance(effect, Ask):
             # One live question per thread: any other still offering buttons is superseded.
             for question in drain.live(keep=RESULT_STEP):
@@ -294,6 +298,20 @@ class OutboxWorker:
             posting=True,
         )
         return str(response.get("ts") or "") or None
+
+    def _upload(self, client: WebClient, key: SessionKey, upload: Upload) -> None:
+        """The file into the thread. No message metadata to find it by: an attempt in doubt
+        uploads it again (a rare second copy of the file in the thread, never none)."""
+        _call(
+            lambda: client.files_upload_v2(
+                channel=key.channel,
+                thread_ts=key.thread,
+                content=upload.content,
+                filename=upload.filename,
+                title=upload.title,
+            ),
+            posting=True,
+        )
 
     def _update(self, client: WebClient, key: SessionKey, ts: str, message: SlackMessage) -> None:
         """`ts` becomes `message`; a message deleted meanwhile has none to lose. (The caller

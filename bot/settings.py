@@ -72,6 +72,13 @@ class BotSettings(BaseSettings):
     artbot_try_timeout_s: float = Field(
         default=60.0, gt=0, le=600, description="how long `try <prompt>` waits for the model"
     )
+    artbot_try_start_timeout_s: float = Field(
+        default=1800.0,
+        gt=0,
+        le=3 * 3600,
+        description="how long `try` on a LocalBackend run waits for the runner to start serving "
+        "its model (vLLM loads the base model first)",
+    )
     artbot_runner_poll_s: float = Field(
         default=2.0,
         gt=0,

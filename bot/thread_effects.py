@@ -1,6 +1,6 @@
 """What a wizard turn must do in its thread, as data: post a message, ask a question, retire
-old questions, update a card in place, generate the script. The outbox stores these with the
-turn (bot.outbox); its worker carries them out.
+old questions, update a card in place, upload a file, generate the script. The outbox stores
+these with the turn (bot.outbox); its worker carries them out.
 
 Fewer, better messages: a turn posts at most one message. The engine's notes and problems fold
 into the question they come before (one post: the note, then the question), the note that ends
@@ -68,12 +68,22 @@ class Update:
 
 
 @dataclass(frozen=True)
+class Upload:
+    """Upload `content` into the thread as the file `filename` (files_upload_v2): what is too
+    long to read in a message, such as a long draft, posted before the message about it."""
+
+    filename: str
+    title: str
+    content: str
+
+
+@dataclass(frozen=True)
 class Generate:
     """The session is complete: render, check and upload its script, after what the turn said
     (a crash before it is done leaves it to do after the restart)."""
 
 
-ThreadEffect = Post | Ask | Offer | Retire | Update | Generate
+ThreadEffect = Post | Ask | Offer | Retire | Update | Upload | Generate
 
 
 def turn_effects(turn: Turn) -> list[ThreadEffect]:

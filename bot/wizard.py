@@ -25,7 +25,7 @@ from bot.blocks import (
     sessions_text,
     text_message,
 )
-from bot.drafts import DRAFT_AGAIN, DRAFT_EDIT, edit_effects, offer_message
+from bot.drafts import DRAFT_AGAIN, DRAFT_EDIT, edit_effects, offer_effects
 from bot.home import home_view
 from bot.installations import Workspaces
 from bot.keyed_locks import KeyedLocks
@@ -35,7 +35,7 @@ from bot.runs.rollouts import rollouts_request
 from bot.script_results import ScriptResults
 from bot.slack_records import DuplicateDelivery, SlackRecords
 from bot.slack_text import clip, escape
-from bot.thread_effects import Generate, Offer, Post, Retire, ThreadEffect, turn_effects
+from bot.thread_effects import Generate, Post, Retire, ThreadEffect, turn_effects
 from bot.threads import ThreadPoster
 from flows import TRAIN_RL, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (
@@ -306,7 +306,7 @@ class WizardService:
                 turn = unassisted or advance(flow, session, reply)
             effects = [*first, *turn_effects(turn)]
             if proposal is not None:
-                effects.append(Offer(proposal, offer_message(proposal)))
+                effects.extend(offer_effects(proposal))
             if turn.session == session:  # nothing changed: nothing to save
                 if asked_model and self._moved_on(key, session):
                     # Saved meanwhile (the model took a while): what it said is about a
@@ -617,6 +617,26 @@ class WizardService:
                 run.key, f":repeat: <@{user}> reopened these answers in {where} to change them."
             )
         return key
+
+    def open_try(
+        self, client: WebClient, run_id: int, user: str, trigger_id: str, delivery_id: str | None
+    ) -> None:
+        """*Try it* on a succeeded run, for its owner: a modal asking for a prompt."""
+        if self.trier is None:
+            return
+        if delivery_id is not None and not self.records.first_delivery(delivery_id):
+            return
+        self.trier.open_modal(client, run_id, user, trigger_id)
+
+    def try_submitted(
+        self, client: WebClient, run_id: int, user: str, prompt: str, delivery_id: str | None
+    ) -> None:
+        """The *Try it* modal's prompt: the model's reply in the run's thread."""
+        if self.trier is None:
+            return
+        if delivery_id is not None and not self.records.first_delivery(delivery_id):
+            return
+        self.trier.submitted(client, run_id, user, prompt)
 
     def compare_previous(
         self, client: WebClient, run_id: int, user: str, delivery_id: str | None

@@ -140,6 +140,8 @@ class RunClick:
     delivery: str
     """The click's delivery id (`click_id`)."""
     action_id: str
+    trigger_id: str
+    """What opens a modal, once, within 3 seconds of the click."""
 
 
 def on_run_button(
@@ -164,7 +166,12 @@ def on_run_button(
         if run_id is None:
             return
         click = RunClick(
-            client, run_id, body["user"]["id"], click_id(body, action), action["action_id"]
+            client,
+            run_id,
+            body["user"]["id"],
+            click_id(body, action),
+            action["action_id"],
+            str(body.get("trigger_id") or ""),
         )
         after_ack.submit(
             context, "action", lambda: work(click), key=action_key(body), team=context.team_id

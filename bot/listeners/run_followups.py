@@ -1,18 +1,23 @@
-"""The buttons under a finished run: *Run again with changes* and *Compare with the previous run
-of this project*."""
+"""The buttons under a finished run: *Run again with changes*, *Compare with the previous run of
+this project* and *Try it* (with the modal it opens)."""
 
 from __future__ import annotations
 
-from slack_bolt import App
+from typing import Any
 
-from bot.blocks import RUN_COMPARE_ACTION, RUN_RERUN_ACTION
+from slack_bolt import Ack, App, BoltContext
+from slack_sdk import WebClient
+
+from bot.blocks import RUN_COMPARE_ACTION, RUN_RERUN_ACTION, RUN_TRY_ACTION, TRY_MODAL
 from bot.listeners.actions import on_run_button
 from bot.listeners.guard import AfterAck
+from bot.runs.tryit import MAX_PROMPT_CHARS, PROMPT_BLOCK, modal_prompt
 from bot.wizard import WizardService
 
 
 def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
-    """Each button acks at once; the work (a new thread, a plot) runs on `after_ack`'s pool."""
+    """Each button acks at once; the work (a new thread, a plot, a modal) runs on `after_ack`'s
+    pool (views.open there too: well within the trigger's 3 seconds)."""
     on_run_button(
         app,
         after_ack,
@@ -27,3 +32,42 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
             click.client, click.run_id, click.user, click.delivery
         ),
     )
+    on_run_button(
+        app,
+        after_ack,
+        RUN_TRY_ACTION,
+        lambda click: service.open_try(
+            click.client, click.run_id, click.user, click.trigger_id, click.delivery
+        ),
+    )
+
+    @app.view(TRY_MODAL)
+    def on_try_submitted(
+        ack: Ack,
+        body: dict[str, Any],
+        view: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
+    ) -> None:
+        prompt = modal_prompt(view)
+        if not prompt:
+            ack(response_action="errors", errors={PROMPT_BLOCK: "Type a prompt for the model."})
+            return
+        if len(prompt) > MAX_PROMPT_CHARS:  # the input's max_length holds it; never trust it
+            ack(
+                response_action="errors",
+                errors={PROMPT_BLOCK: f"At most {MAX_PROMPT_CHARS:,} characters."},
+            )
+            return
+        ack()  # the modal closes; the reply goes into the run's thread
+        metadata = str(view.get("private_metadata") or "")
+        if not metadata.isdigit():
+            return
+        user = body["user"]["id"]
+        delivery = f"view:{view.get('id')}"
+        after_ack.submit(
+            context,
+            "view",
+            lambda: service.try_submitted(client, int(metadata), user, prompt, delivery),
+            team=context.team_id,
+        )

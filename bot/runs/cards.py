@@ -12,12 +12,14 @@ from bot.blocks import (
     RUN_COMPARE_ACTION,
     RUN_FIX_ACTION,
     RUN_RERUN_ACTION,
+    RUN_TRY_ACTION,
     TEXT_LIMIT,
     Block,
     SlackMessage,
     sections,
     text_message,
 )
+from bot.runs.rollouts import samples_line
 from bot.runs.store import Run
 from bot.slack_text import clip, escape
 from runner.schemas import Failure, FixAction
@@ -52,6 +54,8 @@ def status_card(run: Run, *, now: datetime | None = None) -> SlackMessage:
     )
     if run.job_id:
         text += f"\njob `{run.job_id}`"
+    if samples := samples_line(run.points):
+        text += f"\n{samples}"
     blocks: list[Block] = sections(text)
     if run.active and run.job_id:
         blocks.append(
@@ -95,9 +99,9 @@ def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
     )
     message = text_message(text)
     after = [followup_buttons(run, succeeded=True)]
-    if run.backend == "serverless":  # still served: it can be tried from the thread
-        hint = "Say `try <your prompt>` in this thread to try the trained model here."
-        after.append({"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]})
+    # A serverless model is still served; a local one is served again on the runner for a while.
+    hint = "*Try it*, or say `try <your prompt>` in this thread, to try the trained model here."
+    after.append({"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]})
     return SlackMessage(message.text, [*message.blocks[: MAX_BLOCKS - len(after)], *after])
 
 
@@ -135,9 +139,11 @@ def failure_message(run: Run, failure: Failure) -> SlackMessage:
 
 def followup_buttons(run: Run, *, succeeded: bool) -> Block:
     """Under a finished (or failed) run: *Run again with changes* (bot.runs.rerun) and, once
-    it succeeded, *Compare with the previous run of this project* (bot.runs.compare)."""
+    it succeeded, *Try it* (bot.runs.tryit) and *Compare with the previous run of this project*
+    (bot.runs.compare)."""
     labels = [(RUN_RERUN_ACTION, "Run again with changes")]
     if succeeded:
+        labels.insert(0, (RUN_TRY_ACTION, "Try it"))
         labels.append((RUN_COMPARE_ACTION, "Compare with the previous run of this project"))
     return {
         "type": "actions",

@@ -21,7 +21,7 @@ from bot.blocks import text_message
 from bot.outbox import Outbox
 from bot.plots import reward_curve_png
 from bot.runs.cards import failure_message, status_card, success_message
-from bot.runs.rollouts import first_validation, post_rollouts
+from bot.runs.rollouts import first_validation, post_rollouts, with_samples
 from bot.runs.store import Run, RunStore
 from bot.slack_text import clip, escape
 from bot.thread_effects import Post
@@ -61,7 +61,7 @@ class RunNotifier:
         elif event.type is EventType.validation:
             run = self.runs.update(run.id, points=_with_validation(run.points, data))
         elif event.type is EventType.rollouts:
-            self._first_rollouts(slack, run, data)
+            run = self._rollouts(slack, run, data)
         elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
             run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
             self.say(slack, run, f":warning: {escape(clip(str(data.get('message', '')), 1_500))}")
@@ -85,16 +85,19 @@ class RunNotifier:
             self.say(slack, run, f"<@{run.owner}> the training job `{run.job_id}` {what}.")
         return run
 
-    def _first_rollouts(self, slack: WebClient, run: Run, data: Mapping[str, Any]) -> None:
-        """The first validation's best and worst rollouts (bot.runs.rollouts says which are
-        posted); the others are shown on request or, the last, at the end."""
+    def _rollouts(self, slack: WebClient, run: Run, data: Mapping[str, Any]) -> Run:
+        """A validation's best and worst rollouts: their gist kept with the step's point (the
+        status card shows the latest validation's), and the first validation's posted in full
+        (bot.runs.rollouts says which are posted); the others are shown on request or, the last,
+        at the end."""
         try:
             rollouts = ValidationRollouts.model_validate(data)
         except ValueError:
             log.warning("run %s: a rollouts event that does not parse", run.id)
-            return
+            return run
         if first_validation(run, rollouts.step):
             post_rollouts(slack, self.outbox, run, rollouts, "the first validation")
+        return self.runs.update(run.id, points=with_samples(run.points, rollouts))
 
     def _upload_plot(self, slack: WebClient, run: Run) -> None:
         if not run.points:

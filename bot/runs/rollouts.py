@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -37,6 +39,8 @@ log = logging.getLogger(__name__)
 MAX_POSTED_CHARS = 3_500
 """An excerpt longer than this goes into the thread as a file (with a short summary)."""
 SUMMARY_ANSWER_CHARS = 300
+CARD_ANSWER_CHARS = 120
+"""The status card shows each validation's best and worst last answer clipped to this."""
 
 SHOW_ROLLOUTS = re.compile(r"^\s*show\s+rollouts?(?:\s+(?:step\s+)?(\d{1,9}))?\s*$", re.I)
 
@@ -103,6 +107,46 @@ def rollouts_summary(rollouts: ValidationRollouts, why: str = "") -> str:
         parts.append(f"*{label}: reward {_number(rollout.reward)}*{said}")
     parts.append("The full rollouts are in the file.")
     return "\n".join(parts)
+
+
+def with_samples(
+    points: list[dict[str, Any]], rollouts: ValidationRollouts
+) -> list[dict[str, Any]]:
+    """The run's points with this validation's gist (`samples`: the best and the worst
+    rollout's reward and last answer, clipped) kept on its step's point, for the status card."""
+    samples = {
+        "best": _gist(rollouts.best),
+        "worst": _gist(rollouts.worst),
+        "count": rollouts.count,
+    }
+    updated = [dict(p) for p in points]
+    for point in updated:
+        if point["step"] == rollouts.step:
+            point["samples"] = samples
+            return updated
+    updated.append({"step": rollouts.step, "train": None, "val": None, "samples": samples})
+    return sorted(updated, key=lambda p: p["step"])
+
+
+def samples_line(points: Sequence[Mapping[str, Any]]) -> str:
+    """The latest validation's gist, for the status card (mrkdwn; "" before any)."""
+    point = next((p for p in reversed(points) if p.get("samples")), None)
+    if point is None:
+        return ""
+    samples = point["samples"]
+    told = []
+    for label in ("best", "worst"):
+        gist = samples[label]
+        said = f" _{escape(gist['answer'])}_" if gist.get("answer") else ""
+        told.append(f"{label} {_number(gist['reward'])}{said}")
+    return (
+        f":mag: Validation at step {point['step']} ({samples['count']} rollouts): "
+        f"{'; '.join(told)} · `show rollouts {point['step']}` for the whole"
+    )
+
+
+def _gist(rollout: Rollout) -> dict[str, Any]:
+    return {"reward": rollout.reward, "answer": clip(_last_answer(rollout), CARD_ANSWER_CHARS)}
 
 
 def first_validation(run: Run, step: int) -> bool:

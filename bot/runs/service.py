@@ -30,6 +30,8 @@ from storage.sessions import SessionKey, SessionStore
 log = logging.getLogger(__name__)
 
 BACKOFF_CAP = timedelta(minutes=5)
+SHOWN_AT_ONCE = {EventType.validation, EventType.rollouts}
+"""Events that refresh the status card at once (the others at most every CARD_MIN_INTERVAL)."""
 # What the thread is told when a call to the runner fails; {error} is the runner's error.
 WAITING_FOR_RUNNER = (
     ":hourglass: The GPU runner is unreachable ({error}). "
@@ -274,9 +276,10 @@ class RunService:
                 if event.type is EventType.succeeded:
                     self._last_rollouts(slack, run)
                 run = self.runs.update(run.id, cursor=event.seq)
-            # A validation is shown at once (rare: minutes apart in ART); steps at most every
+            # A validation and its rollouts are shown at once (rare: minutes apart in ART); steps
+            # at most every
             # CARD_MIN_INTERVAL; the end at once.
-            shown_now = not run.active or any(e.type is EventType.validation for e in new)
+            shown_now = not run.active or any(e.type in SHOWN_AT_ONCE for e in new)
             self.notifier.refresh_card(slack, run, force=bool(new) and shown_now)
             return self.runs.get(run_id)
 
@@ -358,6 +361,9 @@ class RunService:
         if user != run.owner and user not in self.approvers:
             self.poster.ephemeral(slack, run.key, user, f"Only <@{run.owner}> can cancel this run.")
             return
+        if not run.active:  # a finished run: what may still run is its model's serving job
+            self._stop_serving(slack, run, user)
+            return
         try:
             self.client.cancel(run.job_id)
         except (RunnerUnavailable, RunnerRejected) as error:
@@ -370,6 +376,23 @@ class RunService:
             run.key,
             user,
             f":no_entry_sign: Cancelling job `{run.job_id}`; checkpoints are saved first.",
+        )
+
+    def _stop_serving(self, slack: WebClient, run: Run, user: str) -> None:
+        assert run.job_id is not None
+        try:
+            serving = self.client.stop_serving(run.job_id)
+        except RunnerRejected as error:
+            said = "Nothing of this run is being served." if error.status == 404 else None
+            self.poster.ephemeral(
+                slack, run.key, user, said or f"Could not stop it: {_shown(error, 300)}"
+            )
+            return
+        except RunnerUnavailable as error:
+            self.poster.ephemeral(slack, run.key, user, f"Could not stop it: {_shown(error, 300)}")
+            return
+        self.poster.ephemeral(
+            slack, run.key, user, f":no_entry_sign: Stopping the served model `{serving.model}`."
         )
 
     def retry(self, slack: WebClient, run_id: int, action: FixAction, user: str) -> None:

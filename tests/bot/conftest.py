@@ -73,6 +73,11 @@ class Bot:
         response = self.app.dispatch(request.as_bolt_request())
         return response.status
 
+    def answer(self, request: SignedRequest) -> tuple[int, str]:
+        """The status and body the bot acks `request` with (a modal's errors are in the body)."""
+        response = self.app.dispatch(request.as_bolt_request())
+        return response.status, response.body
+
 
 @dataclass
 class BotFactory:
@@ -232,9 +237,9 @@ class SlackUser:
                 return message
         return None
 
-    def click(self, label: str, *, wait: bool = True) -> int:
-        """Click the button whose text contains `label`, on the latest question."""
-        message = self.open_question()
+    def click(self, label: str, *, wait: bool = True, on: Message | None = None) -> int:
+        """Click the button whose text contains `label`, on the latest question (or `on`)."""
+        message = on or self.open_question()
         for block in message.blocks or []:
             for element in block.get("elements", []) if block.get("type") == "actions" else []:
                 if label in element["text"]["text"]:
@@ -247,6 +252,7 @@ class SlackUser:
                         channel_id=self.channel,
                         team_id=self.team,
                         message=message.to_slack(),
+                        trigger_id=self.fake.issue_trigger(self.user),
                     )
                     status = self.bot.dispatch(request)
                     if wait:

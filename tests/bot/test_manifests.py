@@ -23,6 +23,7 @@ from slack_bolt import App
 from slack_sdk import WebClient
 
 from bot.app import REDIRECT_PATH, build_service, create_app
+from bot.blocks import TRY_MODAL
 from bot.installations import BOT_SCOPES
 from bot.settings import load_settings
 from tests.fakes.slack_api import FakeSlack
@@ -34,6 +35,7 @@ from tests.fakes.slack_requests import (
     event_callback,
     message_event,
     slash_command,
+    view_submission,
 )
 from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET
 
@@ -88,9 +90,11 @@ SCOPE_BY_METHOD: dict[str, str | None] = {
     "reactions_add": "reactions:write",
     "users_info": "users:read",
 }
-# Registration methods whose manifest side this test knows. Another one (shortcut, view,
+# Registration methods whose manifest side this test knows. Another one (shortcut,
 # options, function...) needs manifest entries this test does not check yet: teach it first.
-KNOWN_REGISTRATIONS = ("command", "event", "action")
+KNOWN_REGISTRATIONS = ("command", "event", "action", "view")
+INTERACTIVE_REGISTRATIONS = ("action", "view")
+"""Button clicks and modal submissions both come through the manifest's interactivity."""
 RECORDED_REGISTRATIONS = (
     *KNOWN_REGISTRATIONS,
     "message",
@@ -101,7 +105,6 @@ RECORDED_REGISTRATIONS = (
     "attachment_action",
     "dialog_submission",
     "dialog_cancellation",
-    "view",
     "view_submission",
     "view_closed",
     "options",
@@ -284,8 +287,8 @@ def test_bot_scopes_are_exactly_what_the_bot_uses(bot: RunningBot, mode: str) ->
 @pytest.mark.parametrize("mode", MANIFESTS)
 def test_interactivity_and_the_home_tab_follow_the_listeners(bot: RunningBot, mode: str) -> None:
     manifest = load(MANIFESTS[mode])
-    assert manifest["settings"]["interactivity"]["is_enabled"] is bool(
-        bot.registrations.of("action")
+    assert manifest["settings"]["interactivity"]["is_enabled"] is any(
+        bot.registrations.of(kind) for kind in INTERACTIVE_REGISTRATIONS
     )
     home = manifest["features"]["app_home"]
     assert home["home_tab_enabled"] is ("app_home_opened" in bot.registrations.event_types)
@@ -363,6 +366,9 @@ def test_every_subscribed_event_and_the_command_reach_a_listener(bot: RunningBot
     requests["interactivity"] = block_actions(
         "wizard_answer:1", "not-ours", message_ts="1700000000.000100"
     )
+    # A modal's submission comes the same way (the Try it modal, of a run that is not there).
+    modal = {"id": "V0MODAL", "type": "modal", "callback_id": TRY_MODAL, "private_metadata": "0"}
+    requests["interactivity: a modal"] = view_submission(modal, {})
     statuses = {
         name: bot.app.dispatch(request.as_bolt_request()).status
         for name, request in requests.items()

@@ -11,10 +11,11 @@ from sqlalchemy.orm import Session as OrmSession
 
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, RESULT_STEP, SlackMessage, proposal_message, text_message
+from bot.drafts import offer_effects
 from bot.migrations import BOT_DATABASE
 from bot.outbox import Claimed, Outbox, Settlement
 from bot.slack_records import SlackRecords
-from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update
+from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update, Upload
 from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage import migrations
 from storage.database import create_database_engine
@@ -208,3 +209,26 @@ def test_a_drain_claims_a_threads_due_effects_together_and_settles_them_in_one_g
     # Claimed but not tried: as it was before, due now, not in doubt, its attempt not counted.
     (again,) = outbox.claim(A, LEASE, limit=3)
     assert again.id == last.id and again.attempts == 1 and not again.in_doubt
+
+
+def test_a_long_draft_is_kept_as_its_file_then_its_offer_remembered_without_its_code(
+    outbox: Outbox, database: Database
+) -> None:
+    code = (
+        "".join(f"x{i} = {i}\n" for i in range(60)) + "def compute_reward(s, a):\n    return 1.0\n"
+    )
+    draft = Proposal("reward_logic", code, "Reward code", "A constant.", "draft")
+    effects = offer_effects(draft)
+    assert [type(e) for e in effects] == [Upload, Offer]
+    outbox.enqueue(A, effects)
+
+    upload, offer = outbox.claim(A, LEASE, limit=2)
+    assert upload.effect == Upload("reward_logic_draft.py", "Draft: Reward code", code)
+    assert offer.effect == effects[1]
+    outbox.delivered(upload, None)
+    outbox.delivered(offer, "1700000000.000600")
+
+    records = SlackRecords(create_database_engine(database.url), schema=database.schema)
+    (live,) = records.live_questions(A, PROPOSAL_STEP)
+    assert "reward_logic_draft.py" in live.text and "x59 = 59" not in live.text
+    records.close()

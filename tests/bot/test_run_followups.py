@@ -321,15 +321,6 @@ def test_try_refuses_before_a_run_succeeded_and_for_anyone_but_the_owner(
         assert model.requests == []
 
 
-def test_try_on_a_local_run_says_its_model_is_not_served(make_bot: BotFactory) -> None:
-    bot = a_bot(make_bot)
-    user, _ = a_served_run(bot, backend="local", model_url="http://127.0.0.1:8000/v1")
-
-    user.reply("try What is 2 + 2?")
-
-    assert "LocalBackend" in user.bot_messages()[-1].text
-
-
 def test_try_in_a_wizard_still_asking_its_questions_is_an_answer(make_bot: BotFactory) -> None:
     user = SlackUser(a_bot(make_bot))
     user.command()

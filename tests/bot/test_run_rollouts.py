@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from bot.runs.rollouts import RolloutsRequest, rollouts_request
+from bot.runs.rollouts import (
+    CARD_ANSWER_CHARS,
+    RolloutsRequest,
+    rollouts_request,
+    samples_line,
+    with_samples,
+)
+from runner.schemas import Rollout, RolloutMessage, ValidationRollouts
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_runs_end_to_end import STAND_IN, finished_wizard, follow_until_finished
 from tests.fakes.slack_api import FakeSlack
@@ -64,6 +72,43 @@ def test_the_first_and_last_validations_best_and_worst_rollouts_are_posted(
     texts = [m.text for m in trained.bot_messages()]
     final = next(i for i, t in enumerate(texts) if "Training finished at step 4" in t)
     assert texts.index(last) > final
+
+
+def test_the_status_card_ends_on_the_last_validations_best_and_worst(
+    trained: SlackUser, fake: FakeSlack
+) -> None:
+    card = [c.params["text"] for c in fake.calls("chat.update") if "job `" in c.params["text"]]
+    last_card = card[-1]
+
+    # The stand-in's step 4 scores 4/20 + 0.3 and 4/20 - 0.2.
+    assert (
+        ":mag: Validation at step 4 (4 rollouts): best 0.5 _Answer 1 of step 4._; "
+        "worst 0 _Answer 2 of step 4._ · `show rollouts 4` for the whole"
+    ) in last_card
+
+
+def sampled(step: int, best: float, worst: float, answer: str = "") -> ValidationRollouts:
+    def rollout(reward: float) -> Rollout:
+        said = [RolloutMessage(role="assistant", content=answer, trainable=True)] if answer else []
+        return Rollout(reward=reward, messages=said)
+
+    return ValidationRollouts(step=step, count=8, best=rollout(best), worst=rollout(worst))
+
+
+def test_each_validation_replaces_the_gist_the_card_shows() -> None:
+    points: list[dict[str, Any]] = [{"step": 0, "train": None, "val": 0.1}]
+    assert samples_line(points) == ""
+
+    points = with_samples(points, sampled(0, 0.4, -0.1, "It is *4*  <script>"))
+    assert samples_line(points) == (
+        ":mag: Validation at step 0 (8 rollouts): best 0.4 _It is *4*  &lt;script&gt;_; "
+        "worst -0.1 _It is *4*  &lt;script&gt;_ · `show rollouts 0` for the whole"
+    )
+    points = with_samples(points, sampled(3, 0.9, 0.2, "x" * 500))
+    assert points[0]["samples"]["best"]["reward"] == 0.4  # kept with its own step
+    assert samples_line(points).startswith(":mag: Validation at step 3 (8 rollouts): best 0.9 _x")
+    assert len(points[1]["samples"]["best"]["answer"]) <= CARD_ANSWER_CHARS
+    assert with_samples(points, sampled(3, 0.7, 0.1))[1]["samples"]["best"]["reward"] == 0.7
 
 
 def test_show_rollouts_posts_a_validation_step_or_the_latest(trained: SlackUser) -> None:

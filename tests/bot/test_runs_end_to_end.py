@@ -79,7 +79,8 @@ def test_an_approved_script_trains_and_its_progress_plot_and_result_reach_the_th
     texts = [m.text for m in user.bot_messages()]
     assert any(t.startswith(":rocket: Training started") for t in texts)
     # Validations go on the status card (updated in place), not into posts of their own.
-    assert not any("Validation at step" in t for t in texts)
+    posts = [m.text for m in user.bot_messages() if m.ts != run.card_ts]
+    assert not any("Validation at step" in t for t in posts)
     final = next(t for t in texts if "Training finished at step 4" in t)
     assert (
         f"<@{USER_ID}>" in final

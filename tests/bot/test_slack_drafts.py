@@ -255,3 +255,81 @@ def test_the_tools_drafted_in_a_thread_are_stored_on_use_it(
         "tools_json",
         "summary",
     ]
+
+
+LONG_REWARD = (
+    "import re\n\n\n"
+    "def compute_reward(scenario, answer):\n"
+    '    """1.0 for the expected number, partial credit for a close one, 0.0 otherwise."""\n'
+    + "".join(
+        f"    # step {i}: answers may carry units, commas or words around the number\n"
+        for i in range(40)
+    )
+    + "    found = re.findall(r'-?\\d+(?:\\.\\d+)?', answer.replace(',', ''))\n"
+    "    if not found:\n"
+    "        return 0.0\n"
+    "    return 1.0 if found[-1] == scenario['answer'] else 0.0\n"
+)
+
+
+def test_a_long_draft_is_posted_as_a_file_and_use_it_stores_exactly_its_code(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    assert len(LONG_REWARD.splitlines()) > 40
+    model.script(drafted(LONG_REWARD))
+
+    user.reply("draft")
+
+    (uploaded,) = user.fake.uploaded_files()
+    assert uploaded.name == "reward_logic_draft.py"
+    assert uploaded.content.decode() == LONG_REWARD  # exactly the code, not escaped
+    assert (uploaded.channel, uploaded.thread_ts) == (user.channel, user.thread)
+    (offer,) = proposals(user)
+    shared = next(m for m in user.fake.thread(user.channel, user.thread) if m.files)
+    assert float(shared.ts) < float(offer.ts)  # the file first, then the buttons
+    assert buttons_of(offer) == DRAFT_BUTTONS
+    shown = "\n".join(b["text"]["text"] for b in offer.blocks or [] if b["type"] == "section")
+    assert "A draft of the *Reward code* (49 lines):" in shown
+    assert "The code is in the file *reward_logic_draft.py* in this thread" in shown
+    assert "```" not in shown and "re.findall" not in offer.text  # no code in the message
+    assert "reward_logic" not in stored_answers(user)
+
+    user.click("Use it")
+
+    assert stored_answers(user)["reward_logic"] == {"kind": "function", "code": LONG_REWARD}
+    retired = now_shown(user, offer)
+    assert buttons_of(retired) == [] and "Accepted" in retired.text
+    assert "reward_logic_draft.py" in retired.text
+    assert len(model.requests) == 1
+
+
+def test_edit_of_a_long_draft_posts_its_code_in_the_thread(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(drafted(LONG_REWARD))
+    user.reply("draft")
+
+    user.click("Edit")
+
+    edit = user.bot_messages()[-1]
+    assert "Here is the draft to edit" in edit.text
+    assert "re.findall" in edit.text
+    assert len(user.fake.uploaded_files()) == 1  # the draft's file, not another
+    assert "reward_logic" not in stored_answers(user)
+
+
+def test_a_long_draft_whose_file_slack_refuses_still_offers_its_buttons(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    user.fake.fail("files.getUploadURLExternal", "missing_scope")
+    model.script(drafted(LONG_REWARD))
+
+    user.reply("draft")
+
+    assert user.fake.uploaded_files() == []
+    (offer,) = proposals(user)
+    assert buttons_of(offer) == DRAFT_BUTTONS
+
+    user.click("Edit")  # the code, in the thread after all
+
+    assert "re.findall" in user.bot_messages()[-1].text

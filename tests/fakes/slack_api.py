@@ -62,6 +62,13 @@ LOGIN_PAGE = (
 MAX_TEXT = 40_000  # Slack truncates longer message text
 MAX_MESSAGE_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
+TRIGGER_TTL_S = 3.0
+"""A trigger_id opens one view within 3 seconds of the interaction (Slack's modals docs)."""
+MAX_VIEW_TITLE = 24
+MAX_PRIVATE_METADATA = 3000
+MAX_PLAIN_TEXT_INPUT = 3000
+MAX_VIEW_BYTES = 250_000
+"""views.open answers `view_too_large` over this (the view's JSON)."""
 
 _FILETYPES = {
     ".py": "python",
@@ -434,6 +441,8 @@ class FakeSlack:
         self._messages: dict[tuple[str, str], Message] = {}
         self._files: dict[str, _File] = {}
         self._home_views: dict[str, JsonObject] = {}
+        self._triggers: dict[str, _Trigger] = {}
+        self._modals: dict[str, JsonObject] = {}
         self._faults: dict[str, list[_Fault]] = {}
         self._delays: dict[str, float] = {}
         self._watchers: list[Callable[[Call], None]] = []
@@ -447,6 +456,7 @@ class FakeSlack:
             "chat.getPermalink": self._chat_get_permalink,
             "conversations.replies": self._conversations_replies,
             "views.publish": self._views_publish,
+            "views.open": self._views_open,
             "files.getUploadURLExternal": self._files_get_upload_url_external,
             "files.completeUploadExternal": self._files_complete_upload_external,
             "files.info": self._files_info,
@@ -614,6 +624,29 @@ class FakeSlack:
         with self._changed:
             return self._home_views.get(user_id)
 
+    def issue_trigger(self, user_id: str = USER_ID) -> str:
+        """A trigger_id for an interaction of `user_id` (a click, a command), as Slack sends it
+        with the payload: it opens one view, within TRIGGER_TTL_S."""
+        trigger_id = slack_requests.new_trigger_id()
+        with self._changed:
+            self._triggers[trigger_id] = _Trigger(user_id, time.monotonic())
+        return trigger_id
+
+    def expire_trigger(self, trigger_id: str) -> None:
+        """Let `trigger_id` run out now (what a slow bot meets after 3 seconds)."""
+        with self._changed:
+            trigger = self._triggers[trigger_id]
+            trigger.issued_at -= TRIGGER_TTL_S + 1
+
+    def modals(self, user_id: str | None = None) -> list[JsonObject]:
+        """The modals views.open opened (for `user_id`'s triggers), oldest first."""
+        with self._changed:
+            return [
+                view
+                for view in self._modals.values()
+                if user_id is None or view["_user"] == user_id
+            ]
+
     def responses(self) -> list[JsonObject]:
         """Payloads POSTed to response URLs from `response_url()`, oldest first."""
         return [dict(c.params) for c in self.calls("response_url")]
@@ -653,6 +686,8 @@ class FakeSlack:
             self._messages.clear()
             self._files.clear()
             self._home_views.clear()
+            self._triggers.clear()
+            self._modals.clear()
             self._faults.clear()
             self._delays.clear()
             self._notify()
@@ -1206,6 +1241,49 @@ class FakeSlack:
         self._home_views[user_id] = published
         return {"view": published}
 
+    def _views_open(self, params: JsonObject) -> JsonObject:
+        trigger_id = str(params.get("trigger_id") or "")
+        view = _decoded(params.get("view"))
+        if not trigger_id or view is None:
+            raise SlackError("invalid_arguments")
+        trigger = self._triggers.get(trigger_id)
+        if trigger is None:
+            raise SlackError("invalid_trigger_id")
+        if trigger.used:
+            raise SlackError("exchanged_trigger_id")
+        if time.monotonic() - trigger.issued_at > TRIGGER_TTL_S:
+            raise SlackError("expired_trigger_id")
+        if len(json.dumps(view)) > MAX_VIEW_BYTES:
+            raise SlackError("view_too_large")
+        errors = modal_errors(view)
+        if errors:
+            raise SlackError("invalid_arguments", response_metadata={"messages": errors})
+        view = cast(JsonObject, view)
+        trigger.used = True
+        view_id = f"V{next(self._ids):010d}"
+        opened: JsonObject = {
+            "id": view_id,
+            "team_id": self._caller.team_id,
+            "type": "modal",
+            "title": view["title"],
+            "submit": view.get("submit"),
+            "close": view.get("close"),
+            "blocks": view.get("blocks", []),
+            "private_metadata": view.get("private_metadata", ""),
+            "callback_id": view.get("callback_id", ""),
+            "external_id": view.get("external_id", ""),
+            "state": {"values": {}},
+            "hash": f"{time.time():.6f}",
+            "clear_on_close": bool(view.get("clear_on_close", False)),
+            "notify_on_close": bool(view.get("notify_on_close", False)),
+            "root_view_id": view_id,
+            "previous_view_id": None,
+            "app_id": API_APP_ID,
+            "bot_id": self._caller.bot_id,
+        }
+        self._modals[view_id] = {**opened, "_user": trigger.user}
+        return {"view": opened}
+
     def _new_file(self, name: str, *, user: str, filetype: str | None = None) -> _File:
         suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
         file = _File(
@@ -1377,6 +1455,67 @@ def _element_errors(element: Any, pointer: str, errors: list[str]) -> None:
             _too_long(cast(JsonObject, text).get("text"), 75, f"{pointer}/text/text", errors)
         _too_long(element.get("value"), 2000, f"{pointer}/value", errors)
         _too_long(element.get("url"), 3000, f"{pointer}/url", errors)
+
+
+@dataclass
+class _Trigger:
+    """An interaction's trigger_id: whose, when, and whether a view was opened with it."""
+
+    user: str
+    issued_at: float
+    used: bool = False
+
+
+def modal_errors(view: Any) -> list[str]:
+    """Slack's complaints about a modal view for views.open; none when it accepts it."""
+    if not isinstance(view, dict) or cast(JsonObject, view).get("type") != "modal":
+        return ["view.type must be modal [json-pointer:/view/type]"]
+    view = cast(JsonObject, view)
+    errors: list[str] = []
+    for name, required in (("title", True), ("submit", False), ("close", False)):
+        text = view.get(name)
+        if text is None:
+            if required:
+                errors.append(f"missing required field: {name} [json-pointer:/view/{name}]")
+            continue
+        if not isinstance(text, dict) or cast(JsonObject, text).get("type") != "plain_text":
+            errors.append(f"must be a plain_text object [json-pointer:/view/{name}]")
+            continue
+        _too_long(cast(JsonObject, text).get("text"), MAX_VIEW_TITLE, f"/view/{name}/text", errors)
+    _too_long(view.get("private_metadata"), MAX_PRIVATE_METADATA, "/view/private_metadata", errors)
+    _too_long(view.get("callback_id"), 255, "/view/callback_id", errors)
+    _too_long(view.get("external_id"), 255, "/view/external_id", errors)
+    blocks = view.get("blocks", [])
+    errors += block_errors(blocks, max_blocks=MAX_VIEW_BLOCKS)
+    inputs = [b for b in blocks if isinstance(b, dict) and b.get("type") == "input"]
+    if inputs and view.get("submit") is None:
+        errors.append("a view with input blocks needs submit [json-pointer:/view/submit]")
+    for i, block in enumerate(blocks if isinstance(blocks, list) else []):
+        if not isinstance(block, dict) or block.get("type") != "input":
+            continue
+        block = cast(JsonObject, block)
+        label = block.get("label")
+        if not isinstance(label, dict) or cast(JsonObject, label).get("type") != "plain_text":
+            errors.append(f"must be a plain_text object [json-pointer:/blocks/{i}/label]")
+        else:
+            _too_long(cast(JsonObject, label).get("text"), 2000, f"/blocks/{i}/label/text", errors)
+        element = block.get("element")
+        if not isinstance(element, dict):
+            errors.append(f"missing required field: element [json-pointer:/blocks/{i}/element]")
+            continue
+        element = cast(JsonObject, element)
+        _too_long(element.get("action_id"), 255, f"/blocks/{i}/element/action_id", errors)
+        if element.get("type") == "plain_text_input":
+            for bound in ("min_length", "max_length"):
+                value = element.get(bound)
+                if value is not None and not (
+                    isinstance(value, int) and 0 <= value <= MAX_PLAIN_TEXT_INPUT
+                ):
+                    errors.append(
+                        f"must be at most {MAX_PLAIN_TEXT_INPUT} "
+                        f"[json-pointer:/blocks/{i}/element/{bound}]"
+                    )
+    return errors
 
 
 def block_errors(blocks: Any, *, max_blocks: int = MAX_MESSAGE_BLOCKS) -> list[str]:

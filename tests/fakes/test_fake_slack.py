@@ -689,3 +689,101 @@ def test_oauth_v2_access_trades_each_code_once_for_the_workspaces_bot_token() ->
         again = fake.authorize("T0NEW", scopes=["chat:write"])
         reinstall = client.oauth_v2_access(client_id="1.2", client_secret="secret", code=again)
         assert reinstall["access_token"] == token  # the same bot keeps its token
+
+
+PROMPT_MODAL: dict[str, Any] = {
+    "type": "modal",
+    "callback_id": "ask",
+    "private_metadata": "7",
+    "title": {"type": "plain_text", "text": "Ask"},
+    "submit": {"type": "plain_text", "text": "Send"},
+    "blocks": [
+        {
+            "type": "input",
+            "block_id": "prompt",
+            "label": {"type": "plain_text", "text": "Prompt"},
+            "element": {"type": "plain_text_input", "action_id": "text", "max_length": 3000},
+        }
+    ],
+}
+
+
+def test_views_open_takes_an_interactions_trigger_once_and_in_time(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    trigger = fake.issue_trigger(USER_ID)
+
+    view = data(client.views_open(trigger_id=trigger, view=PROMPT_MODAL))["view"]
+
+    assert view["type"] == "modal" and view["private_metadata"] == "7"
+    assert [m["id"] for m in fake.modals(USER_ID)] == [view["id"]]
+    with pytest.raises(SlackApiError, match="exchanged_trigger_id"):
+        client.views_open(trigger_id=trigger, view=PROMPT_MODAL)
+    with pytest.raises(SlackApiError, match="invalid_trigger_id"):
+        client.views_open(trigger_id=sr.new_trigger_id(), view=PROMPT_MODAL)
+    late = fake.issue_trigger(USER_ID)
+    fake.expire_trigger(late)
+    with pytest.raises(SlackApiError, match="expired_trigger_id"):
+        client.views_open(trigger_id=late, view=PROMPT_MODAL)
+    assert len(fake.modals()) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "complaint"),
+    [
+        ({"title": {"type": "plain_text", "text": "A title far over the limit"}}, "/view/title"),
+        ({"submit": None}, "needs submit"),
+        ({"private_metadata": "x" * 3001}, "/view/private_metadata"),
+        ({"type": "home"}, "view.type must be modal"),
+        (
+            {
+                "blocks": [
+                    {
+                        **PROMPT_MODAL["blocks"][0],
+                        "element": {
+                            "type": "plain_text_input",
+                            "action_id": "t",
+                            "max_length": 4000,
+                        },
+                    }
+                ]
+            },
+            "max_length",
+        ),
+    ],
+)
+def test_views_open_refuses_a_modal_slack_refuses(
+    fake: FakeSlack, client: WebClient, change: dict[str, Any], complaint: str
+) -> None:
+    view = {key: value for key, value in {**PROMPT_MODAL, **change}.items() if value is not None}
+
+    with pytest.raises(SlackApiError) as refused:
+        client.views_open(trigger_id=fake.issue_trigger(), view=view)
+
+    assert refused.value.response["error"] == "invalid_arguments"
+    assert complaint in json.dumps(refused.value.response["response_metadata"])
+    assert fake.modals() == []
+
+
+def test_views_open_refuses_a_view_too_large(fake: FakeSlack, client: WebClient) -> None:
+    sections = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 2999}} for _ in range(90)
+    ]
+    with pytest.raises(SlackApiError, match="view_too_large"):
+        client.views_open(
+            trigger_id=fake.issue_trigger(), view={**PROMPT_MODAL, "blocks": sections}
+        )
+
+
+def test_a_view_submission_carries_the_opened_view_and_what_was_typed(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    view = data(client.views_open(trigger_id=fake.issue_trigger(), view=PROMPT_MODAL))["view"]
+
+    payload = sr.view_submission(view, {"prompt": {"text": "hello"}}).payload()
+
+    assert payload["type"] == "view_submission"
+    assert payload["view"]["id"] == view["id"] and payload["view"]["callback_id"] == "ask"
+    assert payload["view"]["state"]["values"] == {
+        "prompt": {"text": {"type": "plain_text_input", "value": "hello"}}
+    }
