@@ -109,6 +109,8 @@ class Run:
     samples: list[Sample] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    bot_cpu_s: float = 0.0
+    harness_cpu_s: float = 0.0
     doubled: int = 0
     bot_acks: float | None = None
     bot_ack_bounds: dict[float, float] = field(default_factory=dict)
@@ -326,9 +328,11 @@ def http_get(url: str) -> tuple[int, str]:
 
 
 @contextmanager
-def bot_process(database: Database, fake: FakeSlack, scripts: str, log: Path) -> Iterator[str]:
-    """`artbot serve` in a process of its own on a free loopback port; its base URL. Its log
-    lines go to `log`; it is stopped with SIGTERM (then killed) afterwards."""
+def bot_process(
+    database: Database, fake: FakeSlack, scripts: str, log: Path
+) -> Iterator[tuple[str, int]]:
+    """`artbot serve` in a process of its own on a free loopback port; its base URL and pid.
+    Its log lines go to `log`; it is stopped with SIGTERM (then killed) afterwards."""
     port = free_port()
     env = {
         name: value
@@ -362,7 +366,7 @@ def bot_process(database: Database, fake: FakeSlack, scripts: str, log: Path) ->
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the bot did not answer /healthz in {BOT_START_S:g} s")
                 time.sleep(0.1)
-            yield base
+            yield base, process.pid
         finally:
             process.send_signal(signal.SIGTERM)
             try:
@@ -370,6 +374,12 @@ def bot_process(database: Database, fake: FakeSlack, scripts: str, log: Path) ->
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) a process has used so far, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def acks_counted(metrics: str) -> float:
@@ -410,7 +420,7 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
         for method in SLACK_METHODS:
             fake.delay(method, args.slack_latency_ms / 1000)
         log = Path(tempfile.gettempdir()) / f"artbot-bench-bot-{database.label.lower()}.log"
-        with bot_process(database, fake, scripts, log) as base:
+        with bot_process(database, fake, scripts, log) as (base, pid):
             url = f"{base}{EVENTS_PATH}"
             # One wizard first, unmeasured: imports, statement caches, connections.
             warmup = Run("warm-up", 1, 2)
@@ -425,7 +435,10 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
                     pool.submit(user.walk, args.turns, start)
                 start.wait(timeout=WAIT_CAP_S)
                 began = time.monotonic()
+                bot_cpu, harness_cpu = process_cpu_s(pid), time.process_time()
             run.wall_s = time.monotonic() - began
+            run.bot_cpu_s = process_cpu_s(pid) - bot_cpu
+            run.harness_cpu_s = time.process_time() - harness_cpu
             time.sleep(1.0)  # a late double would land now
             run.doubled = sum(user.doubled() for user in users)
             status, metrics = http_get(f"{base}/metrics")
@@ -471,6 +484,12 @@ def report(run: Run, args: argparse.Namespace) -> str:
         lines.append(
             f"{kind:<8} {len(samples):>5} {milliseconds(acks, 0.5)} {milliseconds(acks, 0.99)} "
             f"{milliseconds(turns, 0.5)} {milliseconds(turns, 0.99)} "
+        )
+    if done and run.bot_cpu_s > 0:
+        bot_ms, harness_ms = (1000 * cpu / len(done) for cpu in (run.bot_cpu_s, run.harness_cpu_s))
+        lines.append(
+            f"CPU per turn: the bot {bot_ms:.1f} ms, this harness and the fake Slack "
+            f"{harness_ms:.1f} ms (the bot on one core of its own: {1000 / bot_ms:.0f} turns/s)"
         )
     if run.bot_acks is not None:
         p50, p99 = (run.bot_ack_bounds.get(f, math.inf) * 1000 for f in (0.5, 0.99))

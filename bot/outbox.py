@@ -8,14 +8,29 @@ records the ts of the message it posted.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
-from sqlalchemy import Engine, Index, Integer, String, Text, delete, func, select, update
+from sqlalchemy import (
+    Engine,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 from sqlalchemy.orm import Session as OrmSession
@@ -23,7 +38,7 @@ from sqlalchemy.orm import Session as OrmSession
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, SlackMessage
 from bot.drafts import offered_text
-from bot.slack_records import QuestionMessage, unanswered_questions
+from bot.slack_records import QUESTIONS, QuestionMessage, unanswered_questions
 from bot.thread_effects import (
     Ask,
     Generate,
@@ -89,6 +104,8 @@ class OutboxRow(Base, kw_only=True):
 
 metadata = Base.metadata
 """The outbox table, for the migrations (bot.migrations.BOT_DATABASE)."""
+OUTBOX = cast(Table, OutboxRow.__table__)
+"""The table, for the statements of the hot path (Core: no ORM unit of work per turn)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +140,52 @@ class Settlement:
     if never claimed."""
 
 
+class Courier(Protocol):
+    """Who delivers a turn's effects right after its commit: the outbox worker's fast path."""
+
+    lease: timedelta
+
+    def hold(self, key: SessionKey) -> bool:
+        """Take the thread's delivery for a turn being saved; False if a drain has it."""
+        ...
+
+    def deliver_held(
+        self, key: SessionKey, claimed: list[Claimed], questions: list[QuestionMessage]
+    ) -> None:
+        """Deliver `claimed` (committed already claimed), then whatever else is due in the
+        thread, and let the thread go."""
+        ...
+
+    def let_go(self, key: SessionKey) -> None:
+        """Give back a thread held for a turn that claimed nothing (or was not saved)."""
+        ...
+
+
+class TurnEffects:
+    """What a turn says, written in the transaction that saves it (`Outbox.turn`)."""
+
+    def __init__(self, outbox: Outbox, key: SessionKey, lease: timedelta | None) -> None:
+        self._outbox = outbox
+        self._key = key
+        self._lease = lease
+        self.added = False
+        self.claimed: list[Claimed] = []
+        self.questions: list[QuestionMessage] = []
+
+    def add(self, orm: OrmSession, effects: Sequence[ThreadEffect]) -> None:
+        """Queue `effects` in the open transaction `orm`: already claimed for the courier
+        holding the thread when nothing older is pending there (a retry waiting, an earlier
+        turn's leftovers), so it delivers them without a claim transaction of its own."""
+        if not effects:
+            return
+        self.added = True
+        if self._lease is None or self._outbox.has_pending(orm, self._key):
+            self._outbox.add(orm, self._key, effects)
+            return
+        self.claimed = self._outbox.add_claimed(orm, self._key, effects, self._lease)
+        self.questions = unanswered_questions(orm, self._key)
+
+
 # ---- the store -----------------------------------------------------------------------------
 
 
@@ -135,6 +198,7 @@ class Outbox(SqlStore):
     ) -> None:
         super().__init__(engine, clock=clock, schema=schema)
         self._listeners: list[Callable[[SessionKey], None]] = []
+        self._courier: Courier | None = None
 
     # -- writing --
 
@@ -142,8 +206,62 @@ class Outbox(SqlStore):
         """Queue `effects` for the thread `key` in the open transaction `orm`; call
         `notify(key)` once it has committed."""
         now = self._clock()
-        for effect in effects:
-            orm.add(_row(key, effect, now))
+        rows = [_row(key, effect, now) for effect in effects]
+        if rows:
+            orm.connection().execute(insert(OUTBOX), rows)
+
+    def add_claimed(
+        self, orm: OrmSession, key: SessionKey, effects: Sequence[ThreadEffect], lease: timedelta
+    ) -> list[Claimed]:
+        """Queue `effects` in the open transaction `orm` already claimed for `lease`, as `claim`
+        would claim them (the caller has made sure nothing older is pending in the thread)."""
+        now = self._clock()
+        rows = [
+            _row(key, effect, now) | {"next_attempt_at": now + lease, "attempts": 1, "in_doubt": 1}
+            for effect in effects
+        ]
+        inserted = orm.connection().execute(
+            insert(OUTBOX).returning(OUTBOX.c.id, sort_by_parameter_order=True), rows
+        )
+        ids = [int(row_id) for row_id in inserted.scalars()]
+        return [
+            Claimed(row_id, key, effect, 1, in_doubt=False)
+            for row_id, effect in zip(ids, effects, strict=True)
+        ]
+
+    def has_pending(self, orm: OrmSession, key: SessionKey) -> bool:
+        """Is anything of the thread `key` still to be delivered (in the open transaction)?"""
+        found = orm.connection().execute(
+            _PENDING_IN_THREAD,
+            {"k_team": key.team, "k_channel": key.channel, "k_thread": key.thread},
+        )
+        return found.first() is not None
+
+    def attach(self, courier: Courier | None) -> None:
+        """The fast path: `courier` delivers each turn's effects right after its commit."""
+        self._courier = courier
+
+    @contextlib.contextmanager
+    def turn(self, key: SessionKey) -> Iterator[TurnEffects]:
+        """For a turn being saved: `add` its effects in the save's transaction. Leaving, they
+        are delivered at once by the courier when it held the thread (else the workers are
+        notified); an exception (the save lost a race, say) lets the thread go."""
+        courier = self._courier
+        held = courier is not None and courier.hold(key)
+        said = TurnEffects(self, key, courier.lease if courier is not None and held else None)
+        try:
+            yield said
+        except BaseException:
+            if courier is not None and held:
+                courier.let_go(key)
+            raise
+        if courier is not None and held:
+            if said.claimed:
+                courier.deliver_held(key, said.claimed, said.questions)
+                return
+            courier.let_go(key)
+        if said.added:
+            self.notify(key)
 
     def enqueue(
         self,
@@ -282,25 +400,33 @@ class Outbox(SqlStore):
         now = self._clock()
         key = settlement.key
         with self._transaction() as orm:
-            for claimed, ts in settlement.delivered:
-                _mark(orm, claimed, delivered_at=now, ts=ts, in_doubt=0, error=None)
-                question = question_asked(claimed, ts)
-                if question is not None:
-                    orm.merge(question)
-            for claimed, refused in settlement.given_up:
-                _mark(orm, claimed, delivered_at=now, in_doubt=0, error=refused[:200])
+            connection = orm.connection()
+            done = [
+                {"row_id": claimed.id, "at": now, "ts": ts, "error": None}
+                for claimed, ts in settlement.delivered
+            ] + [
+                {"row_id": claimed.id, "at": now, "ts": None, "error": refused[:200]}
+                for claimed, refused in settlement.given_up
+            ]
+            if done:
+                connection.execute(_DONE, done)
+            asked = [
+                question_values(question)
+                for claimed, ts in settlement.delivered
+                if (question := question_asked(claimed, ts)) is not None
+            ]
+            if asked:
+                connection.execute(_insert_new_questions(connection.dialect.name), asked)
             if settlement.retired:
-                orm.flush()  # a question asked in this drain may have lost its buttons in it
-                orm.execute(
-                    update(QuestionMessage)
+                connection.execute(
+                    update(QUESTIONS)
                     .where(
-                        QuestionMessage.team == key.team,
-                        QuestionMessage.channel == key.channel,
-                        QuestionMessage.thread == key.thread,
-                        QuestionMessage.ts.in_(settlement.retired),
+                        QUESTIONS.c.team == key.team,
+                        QUESTIONS.c.channel == key.channel,
+                        QUESTIONS.c.thread == key.thread,
+                        QUESTIONS.c.ts.in_(settlement.retired),
                     )
                     .values(answered=1)
-                    .execution_options(synchronize_session=False)
                 )
             if settlement.retry is not None:
                 claimed, delay, error, in_doubt = settlement.retry
@@ -373,6 +499,46 @@ class _TakenMeanwhile(Exception):
     """Another worker claimed some of the rows between the read and the update."""
 
 
+_PENDING_IN_THREAD = (
+    select(OUTBOX.c.id)
+    .where(
+        OUTBOX.c.team == bindparam("k_team"),
+        OUTBOX.c.channel == bindparam("k_channel"),
+        OUTBOX.c.thread == bindparam("k_thread"),
+        OUTBOX.c.delivered_at.is_(None),
+    )
+    .limit(1)
+)
+"""Built once: a statement object caches its compiled form and cache key."""
+_DONE = (
+    update(OUTBOX)
+    .where(OUTBOX.c.id == bindparam("row_id"))
+    .values(delivered_at=bindparam("at"), ts=bindparam("ts"), error=bindparam("error"), in_doubt=0)
+)
+"""Delivered (with its ts) or given up (with why): one executemany per settlement."""
+
+
+def _insert_new_questions(dialect: str) -> Any:
+    """Insert question messages, skipping one already remembered (its ts is its identity)."""
+    if dialect == "postgresql":
+        return postgresql.insert(QUESTIONS).on_conflict_do_nothing()
+    if dialect == "sqlite":
+        return sqlite.insert(QUESTIONS).on_conflict_do_nothing()
+    return insert(QUESTIONS)
+
+
+def question_values(question: QuestionMessage) -> dict[str, Any]:
+    return {
+        "team": question.team,
+        "channel": question.channel,
+        "thread": question.thread,
+        "ts": question.ts,
+        "step_id": question.step_id,
+        "text": question.text,
+        "answered": question.answered,
+    }
+
+
 def _mark(orm: OrmSession, claimed: Claimed, **values: Any) -> None:
     orm.execute(
         update(OutboxRow)
@@ -413,19 +579,17 @@ def _rowcount(result: Any) -> int:
     return cast(CursorResult[Any], result).rowcount
 
 
-def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
+def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> dict[str, Any]:
+    """The outbox row of `effect`, due now, as the values to insert."""
     message: SlackMessage | None = None
     if isinstance(effect, Upload):  # the file's content in `text`, its names in message_json
-        return OutboxRow(
-            team=key.team,
-            channel=key.channel,
-            thread=key.thread,
+        return _values(
+            key,
             kind="upload",
             step_id=None,
             text=effect.content,
             message_json=json.dumps({"filename": effect.filename, "title": effect.title}),
-            created_at=now,
-            next_attempt_at=now,
+            now=now,
         )
     if isinstance(effect, Post):
         kind, step_id, text, message = "post", None, "", effect.message
@@ -442,19 +606,43 @@ def _row(key: SessionKey, effect: ThreadEffect, now: datetime) -> OutboxRow:
         kind, step_id, text, message = "update", effect.step_id, effect.remembered, effect.message
     else:
         kind, step_id, text = "generate", None, ""
-    return OutboxRow(
-        team=key.team,
-        channel=key.channel,
-        thread=key.thread,
+    return _values(
+        key,
         kind=kind,
         step_id=step_id,
         text=text,
         message_json=(
             json.dumps({"text": message.text, "blocks": message.blocks}) if message else None
         ),
-        created_at=now,
-        next_attempt_at=now,
+        now=now,
     )
+
+
+def _values(
+    key: SessionKey,
+    *,
+    kind: str,
+    step_id: str | None,
+    text: str,
+    message_json: str | None,
+    now: datetime,
+) -> dict[str, Any]:
+    return {
+        "team": key.team,
+        "channel": key.channel,
+        "thread": key.thread,
+        "kind": kind,
+        "step_id": step_id,
+        "text": text,
+        "message_json": message_json,
+        "created_at": now,
+        "next_attempt_at": now,
+        "attempts": 0,
+        "in_doubt": 0,
+        "delivered_at": None,
+        "ts": None,
+        "error": None,
+    }
 
 
 def _effect(row: OutboxRow) -> ThreadEffect:

@@ -1,11 +1,13 @@
 """Delivers the outbox to Slack: oldest first and one at a time in each thread, threads in
 parallel, retrying with backoff until Slack takes each effect or refuses it for good.
 
-The fast path: the listener that committed a turn delivers its effects itself, right after the
-commit (`deliver_now`); the worker's own loop takes what that could not (a retry's backoff, an
-earlier process's leftovers, a thread another drain holds). A drain claims a thread's due
-effects in one transaction, carries them out in order and records what came of them in one more
-(`Outbox.settle`).
+The fast path: the listener that saves a turn holds the thread's delivery (`hold`), inserts the
+turn's effects already claimed in the save's own transaction (`Outbox.turn`) and delivers them
+itself right after the commit (`deliver_held`); other writers' effects are delivered by the
+listener that queued them (`deliver_now`), after a claim transaction. The worker's own loop takes
+what those could not (a retry's backoff, an earlier process's leftovers, a thread another drain
+holds). A drain carries out a thread's claimed effects in order and records what came of them
+in one transaction (`Outbox.settle`).
 
 Exactly once: a post carries its outbox id in Slack's message metadata. An attempt that died
 mid-call (the process was killed while Slack was answering) leaves its row in doubt, and the
@@ -81,7 +83,7 @@ class OutboxWorker:
         self._on_retry = on_retry
         self._client_for = client_for
         self._generate = generate
-        self._lease = lease
+        self.lease = lease
         self._poll_s = poll_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="outbox")
         self._busy: set[SessionKey] = set()
@@ -106,6 +108,7 @@ class OutboxWorker:
             if released:
                 log.info("taking over %d outbox effects from an earlier process", released)
             self.outbox.subscribe(self.deliver_now)
+            self.outbox.attach(self)
             self._thread = threading.Thread(target=self._run, name="artbot-outbox", daemon=True)
             self._thread.start()
         return self
@@ -115,6 +118,7 @@ class OutboxWorker:
         self._stop.set()
         self._woken.set()
         self.outbox.unsubscribe(self.deliver_now)
+        self.outbox.attach(None)
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._pool.shutdown(wait=True)
@@ -162,12 +166,52 @@ class OutboxWorker:
             self._busy.add(key)
         self._drain(key)
 
-    def _drain(self, key: SessionKey) -> None:
-        """Deliver the thread's effects until none is due or one must wait, and again while
-        more were queued meanwhile. The caller has put `key` in `_busy`; this takes it out."""
+    # -- the fast path (bot.outbox.Courier) --
+
+    def hold(self, key: SessionKey) -> bool:
+        """Take the thread's delivery for a turn being saved; False if a drain has it (that
+        drain takes the turn's effects too)."""
+        if self._stop.is_set():
+            return False
+        with self._guard:
+            if key in self._busy:
+                return False
+            self._busy.add(key)
+            return True
+
+    def deliver_held(
+        self, key: SessionKey, claimed: list[Claimed], questions: list[QuestionMessage]
+    ) -> None:
+        """Deliver what the turn saved already claimed, then what else is due, from the calling
+        thread; the thread is let go at the end."""
+        self._drain(key, first=(claimed, questions))
+
+    def let_go(self, key: SessionKey) -> None:
+        """Give back a thread held for a turn that claimed nothing; what was queued meanwhile
+        is drained now."""
+        with self._guard:
+            if key not in self._again or self._stop.is_set():
+                self._busy.discard(key)
+                return
+            self._again.discard(key)
+        self._drain(key)
+
+    def _drain(
+        self,
+        key: SessionKey,
+        first: tuple[list[Claimed], list[QuestionMessage]] | None = None,
+    ) -> None:
+        """Deliver the thread's effects (`first`: claimed already) until none is due or one must
+        wait, and again while more were queued meanwhile. The caller has put `key` in `_busy`;
+        this takes it out."""
         while True:
             try:
-                self._deliver_due(key)
+                if first is None:
+                    self._deliver_due(key)
+                else:
+                    claimed, questions = first
+                    first = None
+                    self._attempt_all(_Drain(key, questions), claimed)
             except Exception:
                 log.exception("delivering the outbox of %s failed", key)
                 self.wake()  # the loop looks again later
@@ -180,7 +224,7 @@ class OutboxWorker:
 
     def _deliver_due(self, key: SessionKey) -> None:
         while not self._stop.is_set():
-            claimed, questions = self.outbox.claim_for_drain(key, self._lease, BATCH)
+            claimed, questions = self.outbox.claim_for_drain(key, self.lease, BATCH)
             if not claimed or not self._attempt_all(_Drain(key, questions), claimed):
                 return
             if len(claimed) < BATCH:

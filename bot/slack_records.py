@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import Engine, Index, Integer, Select, String, Text, delete, select
+from sqlalchemy import Engine, Index, Integer, Select, String, Table, Text, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 from sqlalchemy.orm import Session as OrmSession
@@ -73,6 +74,9 @@ class Approval(Base, kw_only=True):
 
 metadata = Base.metadata
 """The tables of this module, for the migrations (artbot.database.ARTBOT_TABLES)."""
+DELIVERIES = cast(Table, Delivery.__table__)
+QUESTIONS = cast(Table, QuestionMessage.__table__)
+"""The tables, for the statements of the hot path (Core: no ORM unit of work per turn)."""
 
 
 def script_digest(script: str) -> str:
@@ -115,9 +119,10 @@ class SlackRecords(SqlStore):
     def record_delivery(self, orm: OrmSession, delivery_id: str) -> None:
         """Record `delivery_id` in the open transaction `orm`; DuplicateDelivery (the
         transaction must roll back) when it was recorded before: a retry or a duplicate."""
-        orm.add(Delivery(id=delivery_id[:300], seen_at=self._clock()))
         try:
-            orm.flush()
+            orm.connection().execute(
+                insert(DELIVERIES), {"id": delivery_id[:300], "seen_at": self._clock()}
+            )
         except IntegrityError:
             raise DuplicateDelivery(delivery_id) from None
 

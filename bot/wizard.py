@@ -29,7 +29,7 @@ from bot.drafts import DRAFT_AGAIN, DRAFT_EDIT, edit_effects, offer_effects
 from bot.home import home_view
 from bot.installations import Workspaces
 from bot.keyed_locks import KeyedLocks
-from bot.outbox import Outbox
+from bot.outbox import Outbox, TurnEffects
 from bot.runs.rerun import rerun_turn
 from bot.runs.rollouts import rollouts_request
 from bot.script_results import ScriptResults
@@ -184,10 +184,10 @@ class WizardService:
         )
         key = SessionKey(team, channel, str(parent["ts"]))
         try:
-            self.store.create(key, user, turn.session, also=self._saying(key, turn))
+            with self.outbox.turn(key) as said:
+                self.store.create(key, user, turn.session, also=self._saying(said, turn))
         except DuplicateSession:
             return None
-        self.outbox.notify(key)
         return key
 
     # -- replies and clicks --
@@ -322,13 +322,13 @@ class WizardService:
                     return None  # handled meanwhile by a copy of this delivery
                 return turn
             try:
-                self.store.save(
-                    key,
-                    turn.session,
-                    expected_revision=session.revision,
-                    also=self._saving(key, effects, delivery),
-                )
-                self.outbox.notify(key)
+                with self.outbox.turn(key) as said:  # delivered once saved
+                    self.store.save(
+                        key,
+                        turn.session,
+                        expected_revision=session.revision,
+                        also=self._saving(said, effects, delivery),
+                    )
                 return turn
             except DuplicateDelivery:
                 return None  # handled meanwhile by a copy of this delivery
@@ -354,13 +354,13 @@ class WizardService:
         return now is None or now.session.revision != session.revision
 
     def _saving(
-        self, key: SessionKey, effects: Sequence[ThreadEffect], delivery: str | None
+        self, said: TurnEffects, effects: Sequence[ThreadEffect], delivery: str | None
     ) -> AlsoWrite:
         """In the transaction that saves a turn: the delivery that brought it, what it says."""
 
         def write(orm: OrmSession) -> None:
             self._recording(delivery)(orm)
-            self.outbox.add(orm, key, effects)
+            said.add(orm, effects)
 
         return write
 
@@ -373,10 +373,10 @@ class WizardService:
 
         return write
 
-    def _saying(self, key: SessionKey, turn: Turn) -> AlsoWrite:
+    def _saying(self, said: TurnEffects, turn: Turn) -> AlsoWrite:
         """Queue what `turn` says in the thread, in the transaction that saves it."""
         effects = turn_effects(turn)
-        return lambda orm: self.outbox.add(orm, key, effects)
+        return lambda orm: said.add(orm, effects)
 
     def _stuck(self, stored: StoredSession) -> bool:
         """An active thread whose open question is neither on its way nor live in Slack."""
