@@ -50,7 +50,7 @@ from bot.thread_effects import (
     Upload,
 )
 from storage.database import KEY_PART_MAX, UTCDateTime
-from storage.sessions import SessionKey
+from storage.sessions import SessionKey, key_params
 from storage.sql_store import SqlStore, utc_now
 
 # ---- the table -----------------------------------------------------------------------------
@@ -231,10 +231,7 @@ class Outbox(SqlStore):
 
     def has_pending(self, orm: OrmSession, key: SessionKey) -> bool:
         """Is anything of the thread `key` still to be delivered (in the open transaction)?"""
-        found = orm.connection().execute(
-            _PENDING_IN_THREAD,
-            {"k_team": key.team, "k_channel": key.channel, "k_thread": key.thread},
-        )
+        found = orm.connection().execute(_PENDING_IN_THREAD, key_params(key))
         return found.first() is not None
 
     def attach(self, courier: Courier | None) -> None:

@@ -10,13 +10,26 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import cast
 
-from sqlalchemy import Engine, Index, Integer, Select, String, Table, Text, delete, insert, select
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Index,
+    Integer,
+    Select,
+    String,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    insert,
+    select,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 from sqlalchemy.orm import Session as OrmSession
 
 from storage.database import KEY_PART_MAX, UTCDateTime
-from storage.sessions import SessionKey
+from storage.sessions import SessionKey, key_params
 from storage.sql_store import SqlStore, utc_now
 
 
@@ -77,6 +90,14 @@ metadata = Base.metadata
 DELIVERIES = cast(Table, Delivery.__table__)
 QUESTIONS = cast(Table, QuestionMessage.__table__)
 """The tables, for the statements of the hot path (Core: no ORM unit of work per turn)."""
+_SEEN = select(DELIVERIES.c.id).where(DELIVERIES.c.id == bindparam("delivery"))
+_UNANSWERED = select(QUESTIONS).where(
+    QUESTIONS.c.team == bindparam("k_team"),
+    QUESTIONS.c.channel == bindparam("k_channel"),
+    QUESTIONS.c.thread == bindparam("k_thread"),
+    QUESTIONS.c.answered == 0,
+)
+"""Built once, as every turn reads them (a statement caches its compiled form and cache key)."""
 
 
 def script_digest(script: str) -> str:
@@ -113,8 +134,8 @@ class SlackRecords(SqlStore):
     def seen(self, delivery_id: str) -> bool:
         """Was `delivery_id` handled already? (A look: `record_delivery` decides, in the
         transaction that keeps what handling it did.)"""
-        with self._reading() as orm:
-            return orm.get(Delivery, delivery_id[:300]) is not None
+        with self._looking() as connection:
+            return connection.execute(_SEEN, {"delivery": delivery_id[:300]}).first() is not None
 
     def record_delivery(self, orm: OrmSession, delivery_id: str) -> None:
         """Record `delivery_id` in the open transaction `orm`; DuplicateDelivery (the
@@ -162,13 +183,13 @@ class SlackRecords(SqlStore):
         """Messages of the thread that asked `step_id` (None: anything but `keep`) and still
         show their buttons, oldest first. Unlike `open_questions`, marks nothing: the outbox
         marks each one retired once Slack has updated it."""
-        query = _unanswered(key)
-        if step_id is not None:
-            query = query.where(QuestionMessage.step_id == step_id)
-        elif keep is not None:
-            query = query.where(QuestionMessage.step_id != keep)
-        with self._reading() as orm:
-            return _oldest_first(orm.scalars(query))
+        with self._looking() as connection:
+            questions = _unanswered_in(connection, key)
+        return [
+            question
+            for question in questions
+            if (question.step_id == step_id if step_id is not None else question.step_id != keep)
+        ]
 
     def retired(self, key: SessionKey, ts: str) -> None:
         """The question message `ts` has lost its buttons."""
@@ -216,7 +237,23 @@ class SlackRecords(SqlStore):
 def unanswered_questions(orm: OrmSession, key: SessionKey) -> list[QuestionMessage]:
     """The thread's question messages that still show their buttons, oldest first, in the open
     transaction `orm` (the outbox reads them with its claim)."""
-    return _oldest_first(orm.scalars(_unanswered(key)))
+    return _unanswered_in(orm.connection(), key)
+
+
+def _unanswered_in(connection: Connection, key: SessionKey) -> list[QuestionMessage]:
+    rows = connection.execute(_UNANSWERED, key_params(key))
+    return _oldest_first(
+        QuestionMessage(
+            team=row.team,
+            channel=row.channel,
+            thread=row.thread,
+            ts=row.ts,
+            step_id=row.step_id,
+            text=row.text,
+            answered=row.answered,
+        )
+        for row in rows
+    )
 
 
 def _oldest_first(questions: Iterable[QuestionMessage]) -> list[QuestionMessage]:

@@ -20,15 +20,17 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     and_,
+    bindparam,
     case,
     delete,
     func,
     select,
     update,
 )
-from sqlalchemy.engine import CursorResult
+from sqlalchemy.engine import CursorResult, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.orm import Session as OrmSession
@@ -155,6 +157,26 @@ class SessionRow(Base):
 
 
 metadata = Base.metadata
+SESSIONS = cast(Table, SessionRow.__table__)
+_KEY_IS = and_(
+    SESSIONS.c.team == bindparam("k_team"),
+    SESSIONS.c.channel == bindparam("k_channel"),
+    SESSIONS.c.thread == bindparam("k_thread"),
+)
+# The statements of every turn, built once (each caches its compiled form and cache key).
+_GET = select(SESSIONS).where(_KEY_IS)
+_SAVE = (
+    update(SESSIONS)
+    .where(_KEY_IS, SESSIONS.c.revision == bindparam("expected"), SESSIONS.c.expired_at.is_(None))
+    .values(
+        flow=bindparam("v_flow"),
+        status=bindparam("v_status"),
+        step=bindparam("v_step"),
+        session_json=bindparam("v_json"),
+        revision=bindparam("v_revision"),
+        updated_at=bindparam("v_updated"),
+    )
+)
 
 
 # ---- the store ---------------------------------------------------------------------------
@@ -178,8 +200,8 @@ class SessionStore(SqlStore):
 
     def get(self, key: SessionKey) -> StoredSession | None:
         """The session for `key`, expired or not, or None."""
-        with self._reading() as orm:
-            row = orm.get(SessionRow, (key.team, key.channel, key.thread))
+        with self._looking() as connection:
+            row = connection.execute(_GET, key_params(key)).first()
             return _stored(row) if row is not None else None
 
     def list_for_owner(self, owner: str, team: str | None = None) -> list[StoredSession]:
@@ -252,25 +274,17 @@ class SessionStore(SqlStore):
                 f"session revision {session.revision} is older than the one it replaces "
                 f"({expected_revision})"
             )
-        statement = (
-            update(SessionRow)
-            .where(
-                _key_is(key),
-                SessionRow.revision == expected_revision,
-                SessionRow.expired_at.is_(None),
-            )
-            .values(
-                flow=session.flow,
-                status=session.status,
-                step=self._open_step(session),
-                session_json=session.to_json(),
-                revision=session.revision,
-                updated_at=self._clock(),
-            )
-            .execution_options(synchronize_session=False)
-        )
+        values = key_params(key) | {
+            "expected": expected_revision,
+            "v_flow": session.flow,
+            "v_status": session.status,
+            "v_step": self._open_step(session),
+            "v_json": session.to_json(),
+            "v_revision": session.revision,
+            "v_updated": self._clock(),
+        }
         with self._transaction() as orm:
-            if _rowcount(orm.execute(statement)) == 1:
+            if _rowcount(orm.connection().execute(_SAVE, values)) == 1:
                 if also is not None:
                     also(orm)
                 return
@@ -343,6 +357,11 @@ def _rowcount(result: Any) -> int:
     return cast(CursorResult[Any], result).rowcount
 
 
+def key_params(key: SessionKey) -> dict[str, str]:
+    """The values of a statement's `k_team`, `k_channel` and `k_thread` parameters."""
+    return {"k_team": key.team, "k_channel": key.channel, "k_thread": key.thread}
+
+
 def _key_is(key: SessionKey) -> Any:
     return and_(
         SessionRow.team == key.team,
@@ -351,7 +370,7 @@ def _key_is(key: SessionKey) -> Any:
     )
 
 
-def _stored(row: SessionRow) -> StoredSession:
+def _stored(row: SessionRow | Row[Any]) -> StoredSession:
     return StoredSession(
         key=SessionKey(row.team, row.channel, row.thread),
         owner=row.owner,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Self
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session as OrmSession
 
 from storage.database import create_database_engine, writer_turns
@@ -58,6 +58,13 @@ class SqlStore:
         On SQLite, the process's transactions on one file take turns (`writer_turns`)."""
         with self._turns, OrmSession(self._engine, expire_on_commit=False) as orm, orm.begin():
             yield orm
+
+    @contextlib.contextmanager
+    def _looking(self) -> Iterator[Connection]:
+        """`_reading` for Core statements: a bare connection (no ORM session to set up), which
+        rolls back when it closes."""
+        with self._engine.connect() as connection:
+            yield connection
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[OrmSession]:
