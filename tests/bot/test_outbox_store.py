@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session as OrmSession
@@ -15,7 +16,16 @@ from bot.drafts import offer_effects
 from bot.migrations import BOT_DATABASE
 from bot.outbox import Claimed, Outbox, Settlement
 from bot.slack_records import SlackRecords
-from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update, Upload
+from bot.thread_effects import (
+    Ask,
+    Generate,
+    Offer,
+    Post,
+    Retire,
+    ThreadEffect,
+    Update,
+    Upload,
+)
 from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage import migrations
 from storage.database import create_database_engine
@@ -232,3 +242,103 @@ def test_a_long_draft_is_kept_as_its_file_then_its_offer_remembered_without_its_
     (live,) = records.live_questions(A, PROPOSAL_STEP)
     assert "reward_logic_draft.py" in live.text and "x59 = 59" not in live.text
     records.close()
+
+
+class RecordingCourier:
+    """The outbox worker's side of the fast path, as `Outbox.turn` sees it: holds every thread
+    it is asked for and records what is handed over or let go."""
+
+    lease = LEASE
+
+    def __init__(self) -> None:
+        self.handed: list[tuple[SessionKey, list[Claimed], list[str]]] = []
+        self.let_go_of: list[SessionKey] = []
+
+    def hold(self, key: SessionKey) -> bool:
+        return True
+
+    def deliver_held(self, key: SessionKey, claimed: list[Claimed], questions: list[Any]) -> None:
+        self.handed.append((key, claimed, [question.ts for question in questions]))
+
+    def let_go(self, key: SessionKey) -> None:
+        self.let_go_of.append(key)
+
+
+@pytest.fixture
+def sessions(database: Database) -> Iterator[SessionStore]:
+    store = SessionStore(create_database_engine(database.url), schema=database.schema)
+    yield store
+    store.close()
+
+
+def saved_turn(store: SessionStore, outbox: Outbox, said: list[ThreadEffect]) -> None:
+    """Answer the first question of a new wizard in A, `said` going out with the answer."""
+    first = begin(TRAIN_RL, Session.start(TRAIN_RL.id)).session
+    store.create(A, "U0OWNER", first)
+    turn = advance(TRAIN_RL, first, Reply(text="static"))
+    with outbox.turn(A) as effects:
+        store.save(
+            A, turn.session, expected_revision=first.revision, also=lambda o: effects.add(o, said)
+        )
+
+
+def test_a_turn_whose_thread_is_held_goes_out_claimed_with_its_live_questions(
+    outbox: Outbox, sessions: SessionStore
+) -> None:
+    outbox.enqueue(A, [Ask("replayable", "Replayable?", text_message("Replayable?"))])
+    (asked,) = outbox.claim(A, LEASE)
+    outbox.delivered(asked, "1700000000.000100")  # the question the turn answers, live
+    courier = RecordingCourier()
+    outbox.attach(courier)
+    said: list[ThreadEffect] = [Retire("replayable", "static"), Post(text_message("Noted."))]
+
+    saved_turn(sessions, outbox, said)
+
+    ((key, claimed, live),) = courier.handed
+    assert key == A and [c.effect for c in claimed] == said and live == ["1700000000.000100"]
+    assert all(c.attempts == 1 and not c.in_doubt for c in claimed)
+    assert outbox.claim(A, LEASE, limit=5) == []  # no other worker takes them meanwhile
+    assert outbox.depth() == 2 and courier.let_go_of == []
+    outbox.settle(Settlement(A, delivered=[(c, None) for c in claimed]))
+    assert outbox.depth() == 0
+
+
+def test_a_turn_behind_a_waiting_retry_waits_its_turn_in_order(
+    outbox: Outbox, sessions: SessionStore, clock: Clock
+) -> None:
+    earlier = Post(text_message("earlier"))
+    outbox.enqueue(A, [earlier])
+    (claimed,) = outbox.claim(A, LEASE)
+    outbox.retry_later(claimed, timedelta(seconds=30), "ratelimited")
+    courier, notified = RecordingCourier(), list[SessionKey]()
+    outbox.attach(courier)
+    outbox.subscribe(notified.append)
+    said: list[ThreadEffect] = [Post(text_message("later"))]
+
+    saved_turn(sessions, outbox, said)
+
+    assert courier.handed == [] and courier.let_go_of == [A] and notified == [A]
+    clock.now += timedelta(seconds=30)
+    assert [c.effect for c in outbox.claim(A, LEASE, limit=5)] == [earlier, *said]
+
+
+def test_a_turn_that_is_not_saved_lets_its_thread_go_and_queues_nothing(
+    outbox: Outbox, sessions: SessionStore
+) -> None:
+    courier = RecordingCourier()
+    outbox.attach(courier)
+    first = begin(TRAIN_RL, Session.start(TRAIN_RL.id)).session
+    sessions.create(A, "U0OWNER", first)
+    winner = advance(TRAIN_RL, first, Reply(text="static"))
+    sessions.save(A, winner.session, expected_revision=first.revision)
+    raced = advance(TRAIN_RL, first, Reply(text="yes"))
+
+    with pytest.raises(StaleSession), outbox.turn(A) as effects:
+        sessions.save(
+            A,
+            raced.session,
+            expected_revision=first.revision,
+            also=lambda o: effects.add(o, [Post(text_message("lost"))]),
+        )
+
+    assert courier.let_go_of == [A] and courier.handed == [] and outbox.depth() == 0
