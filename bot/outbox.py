@@ -179,10 +179,11 @@ class TurnEffects:
         if not effects:
             return
         self.added = True
-        if self._lease is None or self._outbox.has_pending(orm, self._key):
+        # What this turn claimed already is pending too, and is this courier's to deliver.
+        if self._lease is None or (not self.claimed and self._outbox.has_pending(orm, self._key)):
             self._outbox.add(orm, self._key, effects)
             return
-        self.claimed = self._outbox.add_claimed(orm, self._key, effects, self._lease)
+        self.claimed += self._outbox.add_claimed(orm, self._key, effects, self._lease)
         self.questions = unanswered_questions(orm, self._key)
 
 

@@ -14,7 +14,7 @@ from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, RESULT_STEP, SlackMessage, proposal_message, text_message
 from bot.drafts import offer_effects
 from bot.migrations import BOT_DATABASE
-from bot.outbox import Claimed, Outbox, Settlement
+from bot.outbox import Claimed, Outbox, Settlement, TurnEffects
 from bot.slack_records import SlackRecords
 from bot.thread_effects import (
     Ask,
@@ -342,3 +342,30 @@ def test_a_turn_that_is_not_saved_lets_its_thread_go_and_queues_nothing(
         )
 
     assert courier.let_go_of == [A] and courier.handed == [] and outbox.depth() == 0
+
+
+def test_what_a_turn_adds_in_two_parts_goes_out_claimed_together_in_order(
+    outbox: Outbox, sessions: SessionStore
+) -> None:
+    courier = RecordingCourier()
+    outbox.attach(courier)
+    retire, post = Retire("replayable", "static"), Post(text_message("Noted."))
+    first = begin(TRAIN_RL, Session.start(TRAIN_RL.id)).session
+    sessions.create(A, "U0OWNER", first)
+    turn = advance(TRAIN_RL, first, Reply(text="static"))
+
+    def in_two_parts(orm: OrmSession, effects: TurnEffects) -> None:
+        effects.add(orm, [retire])
+        effects.add(orm, [post])
+
+    with outbox.turn(A) as effects:
+        sessions.save(
+            A,
+            turn.session,
+            expected_revision=first.revision,
+            also=lambda orm: in_two_parts(orm, effects),
+        )
+
+    ((_, claimed, _),) = courier.handed
+    assert [c.effect for c in claimed] == [retire, post]
+    assert outbox.claim(A, LEASE, limit=5) == []  # both held by the courier
