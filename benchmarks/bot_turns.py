@@ -2,6 +2,7 @@
 
     uv run python benchmarks/bot_turns.py [--users 20] [--turns 6] [--postgres URL]
                                           [--slack-latency-ms 0] [--max-seconds 60]
+                                          [--repeat 1]
 
 The bot runs as in production, in a process of its own: `artbot serve` (uvicorn, Bolt acking
 first) on 127.0.0.1, pointed by SLACK_API_URL at the recording fake Slack of tests/fakes, on
@@ -42,7 +43,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -66,6 +67,7 @@ from tests.fakes.slack_requests import (  # noqa: E402
 from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET  # noqa: E402
 
 MAX_USERS = 200
+MAX_REPEAT = 10
 WAIT_CAP_S = 15.0
 HTTP_TIMEOUT_S = 10.0
 BOT_START_S = 60.0
@@ -528,7 +530,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--max-seconds", type=float, default=60.0, help="cap on each database's run [60]"
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per database, each on a fresh one, then their range (a shared VM varies "
+        f"by about 20%% from one run to the next), at most {MAX_REPEAT} [1]",
+    )
     args = parser.parse_args(argv)
+    if not 1 <= args.repeat <= MAX_REPEAT:
+        parser.error(f"--repeat must be 1 to {MAX_REPEAT}")
     if not 1 <= args.users <= MAX_USERS:
         parser.error(f"--users must be 1 to {MAX_USERS}")
     if not 0 <= args.turns <= len(WIZARD):
@@ -545,15 +556,45 @@ def main(argv: list[str] | None = None) -> int:
     # urllib and slack_sdk honour proxy variables: keep every request on loopback.
     for name in ("NO_PROXY", "no_proxy"):
         os.environ[name] = f"{LOOPBACK},localhost"
-    databases = [sqlite_database()]
+    fresh: list[Callable[[], AbstractContextManager[Database]]] = [sqlite_database]
     if args.postgres:
-        databases.append(postgres_database(args.postgres))
-    for opened in databases:
-        with opened as database:
-            run = run_one(database, args)
-            print(report(run, args), flush=True)
+        url = args.postgres
+        fresh.append(lambda: postgres_database(url))
+    for opened in fresh:
+        runs: list[Run] = []
+        for _ in range(args.repeat):
+            with opened() as database:
+                runs.append(run_one(database, args))
+            print(report(runs[-1], args), flush=True)
+            print()
+        if len(runs) > 1:
+            print(ranges(runs), flush=True)
             print()
     return 0
+
+
+def ranges(runs: list[Run]) -> str:
+    """One database's repeated runs in a line: turns/s and the bot's CPU per turn, lowest,
+    median and highest; what was lost, doubled or acked late, in all."""
+
+    def spread(values: list[float], unit: str) -> str:
+        low, middle, high = min(values), percentile(values, 0.5), max(values)
+        return f"{low:.1f} / {middle:.1f} / {high:.1f} {unit}"
+
+    rates = [completed(run) / run.wall_s for run in runs if run.wall_s > 0]
+    cpu = [1000 * run.bot_cpu_s / completed(run) for run in runs if completed(run)]
+    late = sum(1 for run in runs for sample in run.samples if sample.ack_s >= 3.0)
+    lost = sum(1 for run in runs for s in run.samples if s.status == 200 and s.turn_s is None)
+    doubled = sum(run.doubled for run in runs)
+    return (
+        f"{runs[0].label}, {len(runs)} runs (lowest / median / highest): "
+        f"{spread(rates, 'turns/s')}; the bot's CPU per turn {spread(cpu, 'ms')}; "
+        f"acks >= 3 s: {late}, lost: {lost}, doubled: {doubled} in all"
+    )
+
+
+def completed(run: Run) -> int:
+    return sum(1 for s in run.samples if s.turn_s is not None and s.status == 200)
 
 
 if __name__ == "__main__":
