@@ -21,10 +21,10 @@ from bot.blocks import text_message
 from bot.outbox import Outbox
 from bot.plots import reward_curve_png
 from bot.runs.cards import failure_message, status_card, success_message
-from bot.runs.rollouts import first_validation, post_rollouts, with_samples
+from bot.runs.rollouts import first_validation, rollouts_said, with_samples
 from bot.runs.store import Run, RunStore
 from bot.slack_text import clip, escape
-from bot.thread_effects import Post
+from bot.thread_effects import Post, ThreadEffect
 from runner.schemas import EventType, Failure, JobEvent, JobState, ValidationRollouts
 
 log = logging.getLogger(__name__)
@@ -42,16 +42,16 @@ class RunNotifier:
         self.runs = runs
         self.outbox = outbox
 
-    def handle(self, slack: WebClient, run: Run, event: JobEvent) -> Run:
-        """Record what one event says about the run and tell its thread; the updated run."""
+    def handle(self, slack: WebClient, run: Run, event: JobEvent) -> tuple[Run, list[ThreadEffect]]:
+        """Record what one event says about the run; the updated run, and what its thread must
+        be told, for the caller to queue with the event's cursor (one transaction: a restarted
+        bot tells it once). Files (the reward curve, long rollouts) are uploaded now."""
         data = event.data
+        said: list[ThreadEffect] = []
         if event.type is EventType.started:
             run = self.runs.update(run.id, state=JobState.running.value, started_at=event.at)
-            self.say(
-                slack,
-                run,
-                f":rocket: Training started ({escape(run.script_name)}, job `{run.job_id}`).",
-            )
+            started = f":rocket: Training started ({escape(run.script_name)}, job `{run.job_id}`)."
+            said.append(Post(text_message(started)))
         elif event.type is EventType.step:
             run = self.runs.update(
                 run.id,
@@ -61,19 +61,20 @@ class RunNotifier:
         elif event.type is EventType.validation:
             run = self.runs.update(run.id, points=_with_validation(run.points, data))
         elif event.type is EventType.rollouts:
-            run = self._rollouts(slack, run, data)
+            run = self._rollouts(slack, run, data, said)
         elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
             run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
-            self.say(slack, run, f":warning: {escape(clip(str(data.get('message', '')), 1_500))}")
+            warning = f":warning: {escape(clip(str(data.get('message', '')), 1_500))}"
+            said.append(Post(text_message(warning)))
         elif event.type is EventType.failed:
             run = self.runs.update(run.id, state=JobState.failed.value, finished_at=event.at)
-            self.outbox.enqueue(run.key, [Post(failure_message(run, _failure(data)))])
+            said.append(Post(failure_message(run, _failure(data))))
             self._upload_plot(slack, run)
         elif event.type is EventType.succeeded:
             run = self.runs.update(
                 run.id, state=JobState.succeeded.value, finished_at=event.at, result=dict(data)
             )
-            self.outbox.enqueue(run.key, [Post(success_message(run, data))])
+            said.append(Post(success_message(run, data)))
             self._upload_plot(slack, run)
         elif event.type in (EventType.cancelled, EventType.lost):
             run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
@@ -82,10 +83,13 @@ class RunNotifier:
                 if event.type is EventType.cancelled
                 else "was lost: the runner restarted and its process was gone"
             )
-            self.say(slack, run, f"<@{run.owner}> the training job `{run.job_id}` {what}.")
-        return run
+            ended = f"<@{run.owner}> the training job `{run.job_id}` {what}."
+            said.append(Post(text_message(ended)))
+        return run, said
 
-    def _rollouts(self, slack: WebClient, run: Run, data: Mapping[str, Any]) -> Run:
+    def _rollouts(
+        self, slack: WebClient, run: Run, data: Mapping[str, Any], said: list[ThreadEffect]
+    ) -> Run:
         """A validation's best and worst rollouts: their gist kept with the step's point (the
         status card shows the latest validation's), and the first validation's posted in full
         (bot.runs.rollouts says which are posted); the others are shown on request or, the last,
@@ -96,7 +100,7 @@ class RunNotifier:
             log.warning("run %s: a rollouts event that does not parse", run.id)
             return run
         if first_validation(run, rollouts.step):
-            post_rollouts(slack, self.outbox, run, rollouts, "the first validation")
+            said.extend(rollouts_said(slack, run, rollouts, "the first validation"))
         return self.runs.update(run.id, points=with_samples(run.points, rollouts))
 
     def _upload_plot(self, slack: WebClient, run: Run) -> None:

@@ -31,7 +31,7 @@ from bot.blocks import text_message
 from bot.outbox import Outbox
 from bot.runs.store import Run
 from bot.slack_text import clip, escape
-from bot.thread_effects import Post
+from bot.thread_effects import Post, ThreadEffect
 from runner.schemas import Rollout, RolloutMessage, ValidationRollouts
 
 log = logging.getLogger(__name__)
@@ -159,10 +159,18 @@ def post_rollouts(
 ) -> None:
     """One message in the run's thread: the excerpt through the outbox, or a file (with a
     summary as its comment) when the excerpt is too long to read in a message."""
+    outbox.enqueue(run.key, rollouts_said(slack, run, rollouts, why))
+
+
+def rollouts_said(
+    slack: WebClient, run: Run, rollouts: ValidationRollouts, why: str = ""
+) -> list[ThreadEffect]:
+    """`post_rollouts`, for the caller to queue in a transaction of its own: what the outbox
+    must post (the excerpt, or the summary when the file could not be uploaded); a long
+    excerpt's file is uploaded now."""
     text = rollouts_text(rollouts, why)
     if len(text) <= MAX_POSTED_CHARS:
-        outbox.enqueue(run.key, [Post(text_message(text))])
-        return
+        return [Post(text_message(text))]
     name = run.script_name.removesuffix(".py")
     try:
         slack.files_upload_v2(
@@ -175,7 +183,8 @@ def post_rollouts(
         )
     except SlackApiError as error:
         log.warning("rollouts upload failed for run %s: %s", run.id, error.response.get("error"))
-        outbox.enqueue(run.key, [Post(text_message(rollouts_summary(rollouts, why)))])
+        return [Post(text_message(rollouts_summary(rollouts, why)))]
+    return []
 
 
 def _message_mrkdwn(message: RolloutMessage) -> str:

@@ -18,10 +18,11 @@ from bot.outbox import Outbox
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.notifier import RunNotifier
-from bot.runs.rollouts import post_rollouts
+from bot.runs.rollouts import post_rollouts, rollouts_said
 from bot.runs.store import Run, RunStore
 from bot.slack_records import SlackRecords, script_digest
 from bot.slack_text import clip, escape
+from bot.thread_effects import ThreadEffect
 from bot.threads import ThreadPoster
 from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventsPage, EventType, FixAction, JobState, JobSubmission
@@ -272,10 +273,14 @@ class RunService:
                 self.notifier.say(slack, run, ":electric_plug: The GPU runner answers again.")
             new = [event for event in page.events if event.seq > run.cursor]
             for event in new:
-                run = self.notifier.handle(slack, run, event)
+                run, said = self.notifier.handle(slack, run, event)
                 if event.type is EventType.succeeded:
-                    self._last_rollouts(slack, run)
-                run = self.runs.update(run.id, cursor=event.seq)
+                    said += self._last_rollouts(slack, run)
+                # What the event says, and the cursor past it, in one transaction.
+                self.notifier.outbox.enqueue(
+                    run.key, said, also=self.runs.moving_cursor(run.id, event.seq)
+                )
+                run = self.runs.get(run.id) or run
             # A validation and its rollouts are shown at once (rare: minutes apart in ART); steps
             # at most every
             # CARD_MIN_INTERVAL; the end at once.
@@ -283,18 +288,19 @@ class RunService:
             self.notifier.refresh_card(slack, run, force=bool(new) and shown_now)
             return self.runs.get(run_id)
 
-    def _last_rollouts(self, slack: WebClient, run: Run) -> None:
+    def _last_rollouts(self, slack: WebClient, run: Run) -> list[ThreadEffect]:
         """The run succeeded: its last validation's rollouts, unless that was the first (posted
         already). Without them (no validation, a Ray job, the runner unreachable) nothing."""
         if run.job_id is None:
-            return
+            return []
         try:
             page = self.client.rollouts(run.job_id)
         except RunnerClientError as error:
             log.warning("run %s: no last rollouts: %s", run.id, error)
-            return
+            return []
         if page.rollouts is not None and page.rollouts.step != min(page.steps):
-            post_rollouts(slack, self.notifier.outbox, run, page.rollouts, "the last validation")
+            return rollouts_said(slack, run, page.rollouts, "the last validation")
+        return []
 
     def show_rollouts(self, slack: WebClient, key: SessionKey, step: int | None) -> bool:
         """`show rollouts [step]` in a thread: the best and worst rollouts of that validation

@@ -12,9 +12,10 @@ from typing import Any
 
 from sqlalchemy import Dialect, Engine, Index, Integer, String, TypeDecorator, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
+from sqlalchemy.orm import Session as OrmSession
 
 from storage.database import KEY_PART_MAX, JsonText, UTCDateTime
-from storage.sessions import SessionKey
+from storage.sessions import AlsoWrite, SessionKey
 from storage.sql_store import SqlStore, utc_now
 
 ACTIVE_STATES = ("submitting", "waiting_for_runner", "queued", "starting", "running")
@@ -164,6 +165,17 @@ class RunStore(SqlStore):
     def get(self, run_id: int) -> Run | None:
         with self._transaction() as orm:
             return orm.get(Run, run_id)
+
+    def moving_cursor(self, run_id: int, seq: int) -> AlsoWrite:
+        """For another store's transaction (the outbox's): the run's cursor moves to `seq`, the
+        event told, together with what telling it queued."""
+
+        def write(orm: OrmSession) -> None:
+            run = orm.get(Run, run_id)
+            if run is not None:
+                run.cursor = max(run.cursor, seq)
+
+        return write
 
     def update(self, run_id: int, **changes: Any) -> Run:
         """Set attributes of the run (`points=[...]`, `unreachable_notified=True`...); the run."""

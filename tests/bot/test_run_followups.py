@@ -10,13 +10,17 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session as OrmSession
+
 from bot.runs.compare import differing_answers
 from bot.runs.rerun import rerun_turn
 from bot.runs.service import RunService
 from bot.runs.store import Run
 from flows import TRAIN_RL, Question, Reply, advance, replay
 from runner.schemas import EventsPage, EventType, JobEvent
-from storage.sessions import SessionKey
+from storage.sessions import AlsoWrite, SessionKey
 from tests.bot.conftest import Bot, BotFactory, SlackUser
 from tests.bot.test_wizard_words import select_in
 from tests.fakes.openai_server import FakeOpenAI, Scripted
@@ -330,3 +334,57 @@ def test_try_in_a_wizard_still_asking_its_questions_is_an_answer(make_bot: BotFa
 
     assert len(user.bot_messages()) > asked  # the engine answered it, as a reply to its question
     assert not any("once a run of this thread" in m.text for m in user.bot_messages())
+
+
+# -- an event is told once --
+
+
+def test_an_event_whose_cursor_could_not_move_is_told_once_when_it_comes_again(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    """What an event says and the cursor past it are one transaction: a bot that failed to
+    record the cursor (a crash, the database gone) has queued nothing, and the event, fetched
+    again, is told once."""
+    bot = a_bot(make_bot)
+    client = bot.app.client_for(TEAM_ID)
+    parent = client.chat_postMessage(channel=CHANNEL_ID, text=f"<@{USER_ID}> started a wizard.")
+    key = SessionKey(TEAM_ID, CHANNEL_ID, str(parent["ts"]))
+    runs = runs_of(bot)
+    approval = runs.records.record_approval(key, USER_ID, "print('train')\n", "train.py")
+    run = runs.runs.create(
+        approval_id=approval.id,
+        key=key,
+        owner=USER_ID,
+        script_name="train.py",
+        script_sha256=approval.script_sha256,
+        backend="local",
+    )
+    runs.runs.update(run.id, job_id="job-1", state="queued")
+    started = JobEvent(seq=1, job_id="job-1", type=EventType.started, at=datetime.now(UTC), data={})
+    page = EventsPage(job_id="job-1", events=[started], next_after=1, finished=False)
+
+    moving_cursor = runs.runs.moving_cursor
+
+    def failing_cursor(run_id: int, seq: int) -> AlsoWrite:
+        def write(orm: OrmSession) -> None:
+            moving_cursor(run_id, seq)(orm)
+            raise OperationalError("UPDATE artbot_runs", {}, Exception("the database went away"))
+
+        return write
+
+    runs.runs.moving_cursor = failing_cursor  # type: ignore[method-assign]
+    with pytest.raises(OperationalError):
+        runs.apply(client, run.id, page)
+    runs.runs.moving_cursor = moving_cursor  # type: ignore[method-assign]
+    stuck = runs.runs.get(run.id)
+    assert stuck is not None and stuck.cursor == 0
+    assert bot.service.outbox.rows(key) == []  # nothing queued with it
+
+    runs.apply(client, run.id, page)  # the follower fetches the page again
+    runs.apply(client, run.id, page)  # and once more: the cursor is past it now
+    SlackUser(bot, thread=key.thread).settle()
+
+    told = [m for m in fake.thread(CHANNEL_ID, key.thread) if "Training started" in m.text]
+    assert len(told) == 1
+    moved = runs.runs.get(run.id)
+    assert moved is not None and moved.cursor == 1
