@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import threading
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,10 +19,15 @@ from typing import Any
 
 from sqlalchemy import DateTime, Dialect, Engine, Text, TypeDecorator, create_engine, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DisconnectionError
 
 KEY_PART_MAX = 255
 """Longest identifier part (a Slack team, channel, thread or user id) a table keeps."""
 SQLITE_BUSY_TIMEOUT_S = 30.0
+PING_AFTER_IDLE_S = 10.0
+"""A pooled database-server connection idle this long is pinged before it is used again (one
+round trip, then a fresh connection if the server dropped it); a busy one is not: a ping at
+every checkout (`pool_pre_ping`) was a round trip on each of a turn's five checkouts."""
 
 
 class DatabaseUrlError(ValueError):
@@ -137,9 +143,9 @@ def create_database_engine(url: str | None = None) -> Engine:
     """An engine for `url` (default: the SQLite file), with SQLite set up for concurrent writers."""
     parsed = normalize_database_url(url or default_database_url())
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(
-            parsed, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW
-        )
+        server = create_engine(parsed, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
+        _ping_after_idle(server)
+        return server
     file = sqlite_file(parsed)
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True)
@@ -159,3 +165,24 @@ def create_database_engine(url: str | None = None) -> Engine:
         cursor.close()
 
     return engine
+
+
+def _ping_after_idle(engine: Engine) -> None:
+    """Ping a pooled connection at checkout when it has been idle PING_AFTER_IDLE_S or more (a
+    server restart, or a proxy closing idle connections, is met there rather than by the
+    request that uses it); a dropped one is replaced, as `pool_pre_ping` would."""
+
+    @event.listens_for(engine, "checkin")
+    def _idle_from(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("idle_since")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_S:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            # The pool discards this connection and checks out another (a new one if need be).
+            raise DisconnectionError(f"a pooled connection was dropped: {error}") from error

@@ -35,6 +35,15 @@ class SqlStore:
         )
         self._clock = clock
         self._turns = writer_turns(engine)
+        # Reads on a database server run in autocommit: one round trip each, where a read-only
+        # transaction took three (BEGIN, the query, ROLLBACK), and psycopg forgets its prepared
+        # statements at each ROLLBACK. Under PostgreSQL's READ COMMITTED every statement sees a
+        # snapshot of its own either way. On SQLite a read begins no transaction.
+        self._reader = (
+            self._engine
+            if engine.dialect.name == "sqlite"
+            else self._engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
 
     @classmethod
     def open(cls, url: str | None = None, **options: Any) -> Self:
@@ -61,15 +70,14 @@ class SqlStore:
 
     @contextlib.contextmanager
     def _looking(self) -> Iterator[Connection]:
-        """`_reading` for Core statements: a bare connection (no ORM session to set up), which
-        rolls back when it closes."""
-        with self._engine.connect() as connection:
+        """`_reading` for Core statements: a bare connection (no ORM session to set up)."""
+        with self._reader.connect() as connection:
             yield connection
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[OrmSession]:
-        """A transaction that only reads: on SQLite it does not wait for the writers' turns (a
-        reader never waits for a writer there: WAL). It ends with a rollback: nothing written in
-        it would be kept."""
-        with OrmSession(self._engine, expire_on_commit=False) as orm:
+        """A session that only reads (writes go in `_transaction`): on SQLite it does not wait
+        for the writers' turns (a reader never waits for a writer there: WAL); on a database
+        server it runs in autocommit (`_reader`)."""
+        with OrmSession(self._reader, expire_on_commit=False) as orm:
             yield orm
