@@ -2,7 +2,7 @@
 
     uv run python benchmarks/bot_turns.py [--users 20] [--turns 6] [--postgres URL]
                                           [--slack-latency-ms 0] [--max-seconds 60]
-                                          [--repeat 1]
+                                          [--repeat 1] [--only sqlite|postgres]
 
 The bot runs as in production, in a process of its own: `artbot serve` (uvicorn, Bolt acking
 first) on 127.0.0.1, pointed by SLACK_API_URL at the recording fake Slack of tests/fakes, on
@@ -113,6 +113,7 @@ class Run:
     wall_s: float = 0.0
     bot_cpu_s: float = 0.0
     harness_cpu_s: float = 0.0
+    machine_cpu_s: float = 0.0
     doubled: int = 0
     bot_acks: float | None = None
     bot_ack_bounds: dict[float, float] = field(default_factory=dict)
@@ -384,6 +385,14 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds every process on the machine has used (all cores, the database server's
+    included), from the first line of /proc/stat: what is not idle or waiting on I/O."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def acks_counted(metrics: str) -> float:
     """The total of `artbot_slack_acks_total` in a /metrics body."""
     return sum(
@@ -438,9 +447,11 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
                 start.wait(timeout=WAIT_CAP_S)
                 began = time.monotonic()
                 bot_cpu, harness_cpu = process_cpu_s(pid), time.process_time()
+                all_cpu = machine_cpu_s()
             run.wall_s = time.monotonic() - began
             run.bot_cpu_s = process_cpu_s(pid) - bot_cpu
             run.harness_cpu_s = time.process_time() - harness_cpu
+            run.machine_cpu_s = machine_cpu_s() - all_cpu
             time.sleep(1.0)  # a late double would land now
             run.doubled = sum(user.doubled() for user in users)
             status, metrics = http_get(f"{base}/metrics")
@@ -493,6 +504,13 @@ def report(run: Run, args: argparse.Namespace) -> str:
             f"CPU per turn: the bot {bot_ms:.1f} ms, this harness and the fake Slack "
             f"{harness_ms:.1f} ms (the bot on one core of its own: {1000 / bot_ms:.0f} turns/s)"
         )
+    if done and run.machine_cpu_s > 0:
+        machine_ms, cores = 1000 * run.machine_cpu_s / len(done), os.cpu_count() or 1
+        lines.append(
+            f"the whole machine (bot, harness, database server, the rest): {machine_ms:.1f} ms "
+            f"of CPU per turn; its {cores} cores, every one busy, would do at most "
+            f"{1000 * cores / machine_ms:.0f} turns/s"
+        )
     if run.bot_acks is not None:
         p50, p99 = (run.bot_ack_bounds.get(f, math.inf) * 1000 for f in (0.5, 0.99))
         lines.append(
@@ -522,6 +540,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also run on this PostgreSQL (on 127.0.0.1) [$ARTBOT_TEST_POSTGRES_URL]",
     )
     parser.add_argument(
+        "--only",
+        choices=("sqlite", "postgres"),
+        help="run on this database alone (postgres: needs --postgres) [both]",
+    )
+    parser.add_argument(
         "--slack-latency-ms",
         type=float,
         default=0.0,
@@ -546,6 +569,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--turns must be 0 to {len(WIZARD)}")
     if not 0 < args.max_seconds <= 600 or not 0 <= args.slack_latency_ms <= 5000:
         parser.error("--max-seconds must be in (0, 600], --slack-latency-ms in [0, 5000]")
+    if args.only == "postgres" and not args.postgres:
+        parser.error("--only postgres needs --postgres URL (or $ARTBOT_TEST_POSTGRES_URL)")
     if args.postgres and make_url(args.postgres).host not in (LOOPBACK, "localhost"):
         parser.error("--postgres must be on 127.0.0.1: this benchmark talks to loopback only")
     return args
@@ -556,8 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     # urllib and slack_sdk honour proxy variables: keep every request on loopback.
     for name in ("NO_PROXY", "no_proxy"):
         os.environ[name] = f"{LOOPBACK},localhost"
-    fresh: list[Callable[[], AbstractContextManager[Database]]] = [sqlite_database]
-    if args.postgres:
+    fresh: list[Callable[[], AbstractContextManager[Database]]] = []
+    if args.only != "postgres":
+        fresh.append(sqlite_database)
+    if args.postgres and args.only != "sqlite":
         url = args.postgres
         fresh.append(lambda: postgres_database(url))
     for opened in fresh:
