@@ -38,6 +38,11 @@ class RayRefused(RuntimeError):
 
 
 _STATUS = re.compile(r"status code (\d{3})")
+RECREATED_ENTRYPOINT = "Entrypoint not found."
+"""The entrypoint of a job record Ray's job monitor wrote back after the job was deleted: when a
+job's supervisor actor exits after its record is gone, the monitor puts a FAILED status, and
+`JobInfoStorageClient.put_status` makes a new record with this entrypoint (ray/dashboard/
+modules/job/common.py). Such a record is not the job that was submitted: Ray has lost it."""
 
 
 def _refused(error: RuntimeError) -> bool:
@@ -129,14 +134,17 @@ class RayJobs:
             return self._connected
 
     def info(self, job_id: str) -> RayJobInfo | None:
-        """The job as Ray knows it; None when Ray does not know it (never submitted, or the
-        head that ran it is gone). Other errors (Ray unreachable) raise."""
+        """The job as Ray knows it; None when Ray does not know it (never submitted, the head
+        that ran it is gone, or only a record Ray wrote back after deleting it is left: see
+        RECREATED_ENTRYPOINT). Other errors (Ray unreachable) raise."""
         try:
             details = self._client.get_job_info(job_id)
         except RuntimeError as error:
             if "status code 404" in str(error) or "does not exist" in str(error):
                 return None
             raise
+        if getattr(details, "entrypoint", None) == RECREATED_ENTRYPOINT:
+            return None
         return RayJobInfo(
             status=RayStatus(str(details.status)),
             message=details.message or "",

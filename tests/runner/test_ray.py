@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from runner.progress import PROGRESS_PREFIX
-from runner.ray_jobs import RayJobs, RayJobSpec, RayStatus
+from runner.ray_jobs import RECREATED_ENTRYPOINT, RayJobs, RayJobSpec, RayStatus
 from runner.schemas import EventType, FailureKind, JobEvent, JobState
 from tests.runner.conftest import Runner, RunnerFactory, job_environ, processes_with_env
 from tests.runner.ray_head import RayHead, start_ray_head
@@ -171,6 +171,40 @@ def test_submitting_the_same_job_again_does_not_start_a_second_ray_job(
     wait_for(lambda: ray_jobs.info(job_id).status.terminal, "the job ended")  # type: ignore[union-attr]
     assert ray_jobs.info(job_id).status is RayStatus.SUCCEEDED  # type: ignore[union-attr]
     assert ray_jobs.logs(job_id).count("hello once") == 1
+
+
+class AnsweringClient:
+    """Ray's JobSubmissionClient as far as `RayJobs.info` uses it: `get_job_info` returns the
+    JobDetails it is given (Ray's own model)."""
+
+    def __init__(self, details: object) -> None:
+        self.details = details
+
+    def get_job_info(self, job_id: str) -> object:
+        return self.details
+
+
+def test_a_record_ray_wrote_back_after_the_job_was_deleted_means_ray_lost_it() -> None:
+    models = pytest.importorskip("ray.dashboard.modules.job.pydantic_models")
+    from ray.job_submission import JobStatus
+
+    # As Ray's job monitor writes it when a deleted job's supervisor actor exits
+    # (JobInfoStorageClient.put_status with no record left).
+    written_back = models.JobDetails(
+        type=models.JobType.SUBMISSION,
+        entrypoint=RECREATED_ENTRYPOINT,
+        status=JobStatus.FAILED,
+        message="Job supervisor actor died: the actor died unexpectedly",
+        submission_id="job-1",
+    )
+    jobs = RayJobs("http://127.0.0.1:9")  # never contacted: the client below answers
+    jobs._connected = AnsweringClient(written_back)
+    assert jobs.info("job-1") is None
+
+    submitted = written_back.model_copy(update={"entrypoint": "exec python artbot_ray_entry.py"})
+    jobs._connected = AnsweringClient(submitted)
+    info = jobs.info("job-1")
+    assert info is not None and info.status is RayStatus.FAILED
 
 
 def test_a_restarted_runner_follows_its_ray_jobs_again_and_marks_forgotten_ones_lost(
