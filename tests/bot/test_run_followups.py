@@ -55,15 +55,14 @@ def runs_of(bot: Bot) -> RunService:
     return bot.service.runs
 
 
-def a_finished_run(
-    bot: Bot, answers: dict[str, Any], *, rewards: list[float], succeeded: bool = True
-) -> tuple[SlackUser, Run]:
-    """A wizard thread with `answers` whose approved run trained with `rewards` (one a step)
-    and then succeeded (or failed), as the runner tells it."""
+def an_approved_run(bot: Bot, answers: dict[str, Any] | None = None) -> tuple[SessionKey, Run]:
+    """A new thread in the channel with a run of an approved script, not yet given to a runner;
+    with `answers`, the thread holds a wizard session that took them."""
     client = bot.app.client_for(TEAM_ID)
     parent = client.chat_postMessage(channel=CHANNEL_ID, text=f"<@{USER_ID}> started a wizard.")
     key = SessionKey(TEAM_ID, CHANNEL_ID, str(parent["ts"]))
-    bot.service.store.create(key, USER_ID, replay(TRAIN_RL, answers))
+    if answers is not None:
+        bot.service.store.create(key, USER_ID, replay(TRAIN_RL, answers))
     runs = runs_of(bot)
     approval = runs.records.record_approval(key, USER_ID, "print('train')\n", "train.py")
     run = runs.runs.create(
@@ -74,6 +73,17 @@ def a_finished_run(
         script_sha256=approval.script_sha256,
         backend="local",
     )
+    return key, run
+
+
+def a_finished_run(
+    bot: Bot, answers: dict[str, Any], *, rewards: list[float], succeeded: bool = True
+) -> tuple[SlackUser, Run]:
+    """A wizard thread with `answers` whose approved run trained with `rewards` (one a step)
+    and then succeeded (or failed), as the runner tells it."""
+    client = bot.app.client_for(TEAM_ID)
+    key, run = an_approved_run(bot, answers)
+    runs = runs_of(bot)
     job = f"job-{run.id}"
     runs.runs.update(run.id, job_id=job, state="running")
     at = datetime.now(UTC)
@@ -347,18 +357,8 @@ def test_an_event_whose_cursor_could_not_move_is_told_once_when_it_comes_again(
     again, is told once."""
     bot = a_bot(make_bot)
     client = bot.app.client_for(TEAM_ID)
-    parent = client.chat_postMessage(channel=CHANNEL_ID, text=f"<@{USER_ID}> started a wizard.")
-    key = SessionKey(TEAM_ID, CHANNEL_ID, str(parent["ts"]))
+    key, run = an_approved_run(bot)
     runs = runs_of(bot)
-    approval = runs.records.record_approval(key, USER_ID, "print('train')\n", "train.py")
-    run = runs.runs.create(
-        approval_id=approval.id,
-        key=key,
-        owner=USER_ID,
-        script_name="train.py",
-        script_sha256=approval.script_sha256,
-        backend="local",
-    )
     runs.runs.update(run.id, job_id="job-1", state="queued")
     started = JobEvent(seq=1, job_id="job-1", type=EventType.started, at=datetime.now(UTC), data={})
     page = EventsPage(job_id="job-1", events=[started], next_after=1, finished=False)
