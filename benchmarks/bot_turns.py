@@ -3,6 +3,7 @@
     uv run python benchmarks/bot_turns.py [--users 20] [--turns 6] [--postgres URL]
                                           [--slack-latency-ms 0] [--max-seconds 60]
                                           [--repeat 1] [--only sqlite|postgres]
+                                          [--instructions]
 
 The bot runs as in production, in a process of its own: `artbot serve` (uvicorn, Bolt acking
 first) on 127.0.0.1, pointed by SLACK_API_URL at the recording fake Slack of tests/fakes, on
@@ -19,6 +20,11 @@ Measured per request kind:
 and completed turns per second over the whole run, acks that took 3 s or more, lost turns
 (acked, but no next question within WAIT_CAP_S) and doubled turns (a question posted twice in
 one thread). The bot's own /metrics is read at the end as a cross-check (acks it counted).
+
+--instructions runs the bot under valgrind's callgrind and prints the instructions it executed
+per completed turn (counted from the users' start to their end): a figure that stays put from
+one run to the next on a shared VM whose CPU speed does not, so a change can be judged in one
+pair of runs. The bot is about fifty times slower there: use few users (it prints no latency).
 
 Bounded: at most MAX_USERS users and len(WIZARD) turns each, every wait capped, and the run
 for one database stops at --max-seconds whatever is left. Only 127.0.0.1 is contacted.
@@ -71,6 +77,8 @@ MAX_REPEAT = 10
 WAIT_CAP_S = 15.0
 HTTP_TIMEOUT_S = 10.0
 BOT_START_S = 60.0
+VALGRIND_SLOWDOWN = 50.0
+"""How much longer every wait and cap is with --instructions (the bot under callgrind)."""
 LOOPBACK = "127.0.0.1"
 EVENTS_PATH = "/slack/events"
 ROWS = "\n".join(
@@ -112,6 +120,9 @@ class Run:
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     bot_cpu_s: float = 0.0
+    bot_instructions: int | None = None
+    slowdown: float = 1.0
+    """Waits and caps are this many times longer (the bot under valgrind)."""
     harness_cpu_s: float = 0.0
     machine_cpu_s: float = 0.0
     doubled: int = 0
@@ -202,7 +213,7 @@ class SimulatedUser:
         """The command, then `turns` answers; stops at the first turn that gets no question."""
         try:
             if start is not None:
-                start.wait(timeout=WAIT_CAP_S)
+                start.wait(timeout=WAIT_CAP_S * self.run.slowdown)
             if not self.command():
                 return
             for kind, answer in WIZARD[:turns]:
@@ -253,7 +264,7 @@ class SimulatedUser:
         if time.monotonic() > self.deadline:
             raise Deadline
         started = time.monotonic()
-        reply = request.post(self.url, timeout=HTTP_TIMEOUT_S)
+        reply = request.post(self.url, timeout=HTTP_TIMEOUT_S * self.run.slowdown)
         return reply.status, time.monotonic() - started
 
     def next_question(self, sent: float) -> Call | None:
@@ -262,7 +273,7 @@ class SimulatedUser:
         return self.question
 
     def wait_for_post(self, wanted: Callable[[Call], bool]) -> Call | None:
-        remaining = min(WAIT_CAP_S, self.deadline - time.monotonic())
+        remaining = min(WAIT_CAP_S * self.run.slowdown, self.deadline - time.monotonic())
         if remaining <= 0:
             raise Deadline
         return self.box.first(wanted, remaining)
@@ -276,7 +287,8 @@ class SimulatedUser:
         if status != 200:
             self.run.error(f"{self.user}: {kind} answered HTTP {status}")
         if question is None:
-            self.run.error(f"{self.user}: no question after the {kind} within {WAIT_CAP_S:g} s")
+            cap = WAIT_CAP_S * self.run.slowdown
+            self.run.error(f"{self.user}: no question after the {kind} within {cap:g} s")
         return question is not None and status == 200
 
     def doubled(self) -> int:
@@ -332,10 +344,11 @@ def http_get(url: str) -> tuple[int, str]:
 
 @contextmanager
 def bot_process(
-    database: Database, fake: FakeSlack, scripts: str, log: Path
+    database: Database, fake: FakeSlack, scripts: str, log: Path, callgrind: Path | None = None
 ) -> Iterator[tuple[str, int]]:
     """`artbot serve` in a process of its own on a free loopback port; its base URL and pid.
-    Its log lines go to `log`; it is stopped with SIGTERM (then killed) afterwards."""
+    Its log lines go to `log`; it is stopped with SIGTERM (then killed) afterwards. Given
+    `callgrind`, it runs under valgrind's callgrind, its dumps written as `callgrind`.<n>."""
     port = free_port()
     env = {
         name: value
@@ -353,11 +366,22 @@ def bot_process(
         "no_proxy": f"{LOOPBACK},localhost",
     }
     command = [sys.executable, "-m", "artbot.cli", "serve", "--host", LOOPBACK, "--port", str(port)]
+    if callgrind is not None:
+        # Not instrumented (so about five times faster, not fifty) until `callgrind_start`.
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            f"--callgrind-out-file={callgrind}",
+            *command,
+        ]
     base = f"http://{LOOPBACK}:{port}"
     with log.open("wb") as output:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=output)
         try:
-            deadline = time.monotonic() + BOT_START_S
+            deadline = time.monotonic() + (
+                BOT_START_S * (1 if callgrind is None else VALGRIND_SLOWDOWN)
+            )
             while True:
                 if process.poll() is not None:
                     raise RuntimeError(f"the bot exited ({process.returncode}): see {log}")
@@ -377,6 +401,22 @@ def bot_process(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def callgrind_start(pid: int) -> None:
+    """Start counting the bot's instructions (callgrind_control talks to the running tool)."""
+    subprocess.run(["callgrind_control", "--instr=on", str(pid)], check=True, capture_output=True)
+
+
+def callgrind_instructions(pid: int, dump: Path) -> int:
+    """Instructions the bot executed since `callgrind_start`: dump its counts now and read the
+    dump's total (the newest file named `dump`.<n>)."""
+    subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, capture_output=True)
+    dumps = sorted(dump.parent.glob(f"{dump.name}.*"), key=lambda path: path.stat().st_mtime)
+    for line in dumps[-1].read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise RuntimeError(f"no total in {dumps[-1]}")
 
 
 def process_cpu_s(pid: int) -> float:
@@ -421,30 +461,36 @@ def bot_side_ack_bounds(metrics: str) -> dict[float, float]:
 
 def run_one(database: Database, args: argparse.Namespace) -> Run:
     """Start the fake Slack and the bot on `database`, let the users loose, stop everything."""
-    run = Run(database.label, args.users, args.turns + 1)
+    slowdown = VALGRIND_SLOWDOWN if args.instructions else 1.0
+    run = Run(database.label, args.users, args.turns + 1, slowdown=slowdown)
     with (
         FakeSlack() as fake,
         tempfile.TemporaryDirectory(prefix="artbot-bench-scripts-") as scripts,
+        tempfile.TemporaryDirectory(prefix="artbot-bench-callgrind-") as counts,
     ):
+        callgrind = Path(counts) / "callgrind.out" if args.instructions else None
         assert urlsplit(fake.root_url).hostname == LOOPBACK
         boxes = Mailboxes(fake)
         for method in SLACK_METHODS:
             fake.delay(method, args.slack_latency_ms / 1000)
         log = Path(tempfile.gettempdir()) / f"artbot-bench-bot-{database.label.lower()}.log"
-        with bot_process(database, fake, scripts, log) as (base, pid):
+        with bot_process(database, fake, scripts, log, callgrind) as (base, pid):
             url = f"{base}{EVENTS_PATH}"
             # One wizard first, unmeasured: imports, statement caches, connections.
-            warmup = Run("warm-up", 1, 2)
-            SimulatedUser(MAX_USERS, boxes, url, warmup, time.monotonic() + 30).walk(1)
+            warmup = Run("warm-up", 1, 2, slowdown=slowdown)
+            until = time.monotonic() + 30 * slowdown
+            SimulatedUser(MAX_USERS, boxes, url, warmup, until).walk(1)
             if warmup.errors:
                 run.errors += [f"warm-up: {e}" for e in warmup.errors]
-            deadline = time.monotonic() + args.max_seconds
+            deadline = time.monotonic() + args.max_seconds * slowdown
             users = [SimulatedUser(i, boxes, url, run, deadline) for i in range(args.users)]
             start = threading.Barrier(len(users) + 1)
+            if callgrind is not None:
+                callgrind_start(pid)
             with ThreadPoolExecutor(max_workers=len(users)) as pool:
                 for user in users:
                     pool.submit(user.walk, args.turns, start)
-                start.wait(timeout=WAIT_CAP_S)
+                start.wait(timeout=WAIT_CAP_S * slowdown)
                 began = time.monotonic()
                 bot_cpu, harness_cpu = process_cpu_s(pid), time.process_time()
                 all_cpu = machine_cpu_s()
@@ -452,6 +498,8 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
             run.bot_cpu_s = process_cpu_s(pid) - bot_cpu
             run.harness_cpu_s = time.process_time() - harness_cpu
             run.machine_cpu_s = machine_cpu_s() - all_cpu
+            if callgrind is not None:
+                run.bot_instructions = callgrind_instructions(pid, callgrind)
             time.sleep(1.0)  # a late double would land now
             run.doubled = sum(user.doubled() for user in users)
             status, metrics = http_get(f"{base}/metrics")
@@ -498,7 +546,13 @@ def report(run: Run, args: argparse.Namespace) -> str:
             f"{kind:<8} {len(samples):>5} {milliseconds(acks, 0.5)} {milliseconds(acks, 0.99)} "
             f"{milliseconds(turns, 0.5)} {milliseconds(turns, 0.99)} "
         )
-    if done and run.bot_cpu_s > 0:
+    if run.bot_instructions is not None:
+        per_turn = run.bot_instructions / len(done) if done else math.nan
+        lines.append(
+            f"the bot under callgrind: {per_turn / 1e6:.2f} million instructions per turn "
+            "(times above are valgrind's, not the bot's)"
+        )
+    elif done and run.bot_cpu_s > 0:
         bot_ms, harness_ms = (1000 * cpu / len(done) for cpu in (run.bot_cpu_s, run.harness_cpu_s))
         lines.append(
             f"CPU per turn: the bot {bot_ms:.1f} ms, this harness and the fake Slack "
@@ -559,6 +613,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=1,
         help="runs per database, each on a fresh one, then their range (a shared VM varies "
         f"by about 20%% from one run to the next), at most {MAX_REPEAT} [1]",
+    )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="run the bot under valgrind's callgrind and print its instructions per turn "
+        "(steady on a shared VM; about 50 times slower: use few users)",
     )
     args = parser.parse_args(argv)
     if not 1 <= args.repeat <= MAX_REPEAT:
