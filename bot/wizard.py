@@ -195,10 +195,10 @@ class WizardService:
     def handle(self, client: WebClient, incoming: Incoming) -> None:
         """Advance the thread's session by one reply, once however often Slack delivers it: the
         delivery id is recorded in the transaction that saves the turn (a crash before it leaves
-        Slack's retry to be handled), or first thing on the paths that save no turn."""
+        Slack's retry to be handled), or first thing on the paths that save no turn. A retry of
+        a reply already handled is turned away there, so it is not looked up first (a read
+        per turn for what is rare), except before the assistant is asked (a model call)."""
         delivery = incoming.delivery_id
-        if delivery is not None and self.records.seen(delivery):
-            return  # a retry of something already handled
 
         def first_time() -> bool:  # for the paths that save no turn
             return delivery is None or self.records.first_delivery(delivery)
@@ -290,6 +290,8 @@ class WizardService:
         What the assistant says without changing the session counts only if the session was not
         saved meanwhile (else it may be about a question that is gone: a lost race too)."""
         consult = self.assistant is not None and user is not None and reply.value is None
+        if consult and delivery is not None and self.records.seen(delivery):
+            return None  # a retry of a reply handled already: the model is not asked again
         for _ in range(SAVE_ATTEMPTS):
             session = stored.session
             if _is_repeat_click(session, reply):

@@ -21,6 +21,7 @@ from assistant import Assistant, ChatModel, Completion, Proposal
 from assistant.model import ChatMessage
 from bot.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
 from bot.outbox import Outbox
+from bot.wizard import Incoming
 from flows import TRAIN_RL, Reply, advance
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.openai_server import FakeOpenAI, Scripted
@@ -130,6 +131,24 @@ def test_a_question_is_answered_and_asked_again_without_moving_the_session(
     assert "&lt;fixed&gt; &amp; logged" in answer  # the model's text escaped like user text
     assert "Only logged or static scenarios" in user.open_question().text  # asked again
     assert len(model.requests) == 1
+
+
+def test_slack_retrying_a_question_does_not_put_it_to_the_model_again(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(Scripted.text("Static means your scenarios are fixed."))
+    user.reply("what does static mean?", event_id="Ev0ASKED")
+    user.settle()
+    posted, before = len(user.bot_messages()), stored_answers(user)
+
+    # Slack's retry of that event, handled to the end here (not on the listeners' pool).
+    retry = Incoming(user.key, USER_ID, Reply(text="what does static mean?"), "Ev0ASKED")
+    user.bot.service.handle(user.bot.app.client, retry)
+
+    assert len(model.requests) == 1
+    assert user.bot.service.outbox.pending(user.key) == []  # nothing queued for the thread
+    assert len(user.bot_messages()) == posted
+    assert stored_answers(user) == before
 
 
 def test_free_text_is_proposed_and_stored_only_when_the_owner_accepts(

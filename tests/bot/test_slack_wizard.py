@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from bot.serve import BotServer, web_for
+from bot.wizard import Incoming
 from checks.dryrun import DryrunReport
 from checks.script_check import check_script
+from flows import Reply
 from tests.bot.conftest import BotFactory, SlackUser, answer_after_the_reward
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import (
@@ -183,6 +185,44 @@ def test_a_retried_event_and_a_double_click_advance_the_session_once(
     assert stored.session.revision == revision + 2
     assert stored.session.answers["task"] == "Answer arithmetic questions with only the number."
     assert user.asked() == "scenario_source"
+
+
+def test_a_retried_reply_that_would_answer_the_next_question_too_is_applied_once(
+    make_bot: BotFactory,
+) -> None:
+    user = SlackUser(make_bot())
+    user.command()
+    for kind, answer in [
+        ("click", "Only logged or static scenarios"),
+        ("click", "Single-turn"),
+        ("reply", "Answer arithmetic questions with only the final number."),
+        ("click", "Paste them here"),
+        ("reply", f"```\n{ROWS}\n```"),
+        ("reply", "skip"),
+        ("click", "RULER"),
+        ("click", "openai/gpt-5.4"),
+        ("click", "All scenarios"),
+        ("click", "Hold out a fraction"),
+        ("reply", "0.25"),
+    ]:
+        user.click(answer) if kind == "click" else user.reply(answer)
+    user.reply("default", event_id="Ev0DEFAULT")
+    user.settle()
+    before = user.bot.service.store.get(user.key)
+    assert before is not None
+    posted = len(user.bot_messages())
+
+    # Slack's retry of that event, handled to the end here (not on the listeners' pool).
+    retry = Incoming(user.key, USER_ID, Reply(text="default"), "Ev0DEFAULT")
+    user.bot.service.handle(user.bot.app.client, retry)
+
+    after = user.bot.service.store.get(user.key)
+    assert after is not None and after.session == before.session
+    assert user.bot.service.outbox.pending(user.key) == []
+    assert len(user.bot_messages()) == posted
+    # The same text as a new reply is an answer to the open question: the retry was turned away.
+    user.reply("default")
+    assert user.asked() == "base_model"
 
 
 def test_racing_replies_in_one_thread_are_serialized(make_bot: BotFactory) -> None:
