@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, cast
 
 from sqlalchemy import (
+    Connection,
     Engine,
     Index,
     Integer,
@@ -31,9 +32,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import CursorResult
+from sqlalchemy.engine import CursorResult, Row
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
-from sqlalchemy.orm import Session as OrmSession
 
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, SlackMessage
@@ -50,7 +50,7 @@ from bot.thread_effects import (
     Upload,
 )
 from storage.database import KEY_PART_MAX, UTCDateTime
-from storage.sessions import SessionKey, key_params
+from storage.sessions import AlsoWrite, SessionKey, key_params
 from storage.sql_store import SqlStore, utc_now
 
 # ---- the table -----------------------------------------------------------------------------
@@ -172,19 +172,20 @@ class TurnEffects:
         self.claimed: list[Claimed] = []
         self.questions: list[QuestionMessage] = []
 
-    def add(self, orm: OrmSession, effects: Sequence[ThreadEffect]) -> None:
-        """Queue `effects` in the open transaction `orm`: already claimed for the courier
+    def add(self, connection: Connection, effects: Sequence[ThreadEffect]) -> None:
+        """Queue `effects` in the open transaction on `connection`: already claimed for the courier
         holding the thread when nothing older is pending there (a retry waiting, an earlier
         turn's leftovers), so it delivers them without a claim transaction of its own."""
         if not effects:
             return
         self.added = True
         # What this turn claimed already is pending too, and is this courier's to deliver.
-        if self._lease is None or (not self.claimed and self._outbox.has_pending(orm, self._key)):
-            self._outbox.add(orm, self._key, effects)
+        outbox, key = self._outbox, self._key
+        if self._lease is None or (not self.claimed and outbox.has_pending(connection, key)):
+            outbox.add(connection, key, effects)
             return
-        self.claimed += self._outbox.add_claimed(orm, self._key, effects, self._lease)
-        self.questions = unanswered_questions(orm, self._key)
+        self.claimed += outbox.add_claimed(connection, key, effects, self._lease)
+        self.questions = unanswered_questions(connection, key)
 
 
 # ---- the store -----------------------------------------------------------------------------
@@ -203,25 +204,30 @@ class Outbox(SqlStore):
 
     # -- writing --
 
-    def add(self, orm: OrmSession, key: SessionKey, effects: Iterable[ThreadEffect]) -> None:
-        """Queue `effects` for the thread `key` in the open transaction `orm`; call
+    def add(self, connection: Connection, key: SessionKey, effects: Iterable[ThreadEffect]) -> None:
+        """Queue `effects` for the thread `key` in the open transaction on `connection`; call
         `notify(key)` once it has committed."""
         now = self._clock()
         rows = [_row(key, effect, now) for effect in effects]
         if rows:
-            orm.connection().execute(insert(OUTBOX), rows)
+            connection.execute(insert(OUTBOX), rows)
 
     def add_claimed(
-        self, orm: OrmSession, key: SessionKey, effects: Sequence[ThreadEffect], lease: timedelta
+        self,
+        connection: Connection,
+        key: SessionKey,
+        effects: Sequence[ThreadEffect],
+        lease: timedelta,
     ) -> list[Claimed]:
-        """Queue `effects` in the open transaction `orm` already claimed for `lease`, as `claim`
+        """Queue `effects` in the open transaction on `connection` already claimed for `lease`,
+        as `claim`
         would claim them (the caller has made sure nothing older is pending in the thread)."""
         now = self._clock()
         rows = [
             _row(key, effect, now) | {"next_attempt_at": now + lease, "attempts": 1, "in_doubt": 1}
             for effect in effects
         ]
-        inserted = orm.connection().execute(
+        inserted = connection.execute(
             insert(OUTBOX).returning(OUTBOX.c.id, sort_by_parameter_order=True), rows
         )
         ids = [int(row_id) for row_id in inserted.scalars()]
@@ -230,9 +236,9 @@ class Outbox(SqlStore):
             for row_id, effect in zip(ids, effects, strict=True)
         ]
 
-    def has_pending(self, orm: OrmSession, key: SessionKey) -> bool:
+    def has_pending(self, connection: Connection, key: SessionKey) -> bool:
         """Is anything of the thread `key` still to be delivered (in the open transaction)?"""
-        found = orm.connection().execute(_PENDING_IN_THREAD, key_params(key))
+        found = connection.execute(_PENDING_IN_THREAD, key_params(key))
         return found.first() is not None
 
     def attach(self, courier: Courier | None) -> None:
@@ -266,16 +272,16 @@ class Outbox(SqlStore):
         key: SessionKey,
         effects: Sequence[ThreadEffect],
         *,
-        also: Callable[[OrmSession], None] | None = None,
+        also: AlsoWrite | None = None,
     ) -> None:
         """Queue `effects` in a transaction of their own (with what `also` writes), and wake
         the workers."""
         if not effects and also is None:
             return
-        with self._transaction() as orm:
+        with self._writing() as connection:
             if also is not None:
-                also(orm)
-            self.add(orm, key, effects)
+                also(connection)
+            self.add(connection, key, effects)
         if effects:
             self.notify(key)
 
@@ -357,15 +363,8 @@ class Outbox(SqlStore):
     ) -> tuple[list[Claimed], list[QuestionMessage]]:
         now = self._clock()
         try:
-            with self._transaction() as orm:
-                rows = list(
-                    orm.scalars(
-                        select(OutboxRow)
-                        .where(_in(key), _pending())
-                        .order_by(OutboxRow.id)
-                        .limit(limit)
-                    )
-                )
+            with self._writing() as connection:
+                rows = list(connection.execute(_OLDEST_PENDING, key_params(key) | {"n": limit}))
                 due = list(itertools.takewhile(lambda row: row.next_attempt_at <= now, rows))
                 if not due:
                     return [], []
@@ -375,18 +374,17 @@ class Outbox(SqlStore):
                     )
                     for row in due
                 ]
-                taken = orm.execute(
-                    update(OutboxRow)
-                    .where(OutboxRow.id.in_([row.id for row in due]), _pending())
-                    .where(OutboxRow.next_attempt_at <= now)
-                    .values(
-                        next_attempt_at=now + lease, attempts=OutboxRow.attempts + 1, in_doubt=1
+                taken = connection.execute(
+                    update(OUTBOX)
+                    .where(
+                        OUTBOX.c.id.in_([row.id for row in due]), OUTBOX.c.delivered_at.is_(None)
                     )
-                    .execution_options(synchronize_session=False)
+                    .where(OUTBOX.c.next_attempt_at <= now)
+                    .values(next_attempt_at=now + lease, attempts=OUTBOX.c.attempts + 1, in_doubt=1)
                 )
                 if _rowcount(taken) != len(due):  # another worker took some: leave them all to it
                     raise _TakenMeanwhile
-                questions = unanswered_questions(orm, key) if with_questions else []
+                questions = unanswered_questions(connection, key) if with_questions else []
                 return claimed, questions
         except _TakenMeanwhile:
             return [], []
@@ -397,8 +395,7 @@ class Outbox(SqlStore):
         lost their buttons, the failure to try again, and what was claimed but not tried."""
         now = self._clock()
         key = settlement.key
-        with self._transaction() as orm:
-            connection = orm.connection()
+        with self._writing() as connection:
             done = [
                 {"row_id": claimed.id, "at": now, "ts": ts, "error": None}
                 for claimed, ts in settlement.delivered
@@ -429,7 +426,7 @@ class Outbox(SqlStore):
             if settlement.retry is not None:
                 claimed, delay, error, in_doubt = settlement.retry
                 _mark(
-                    orm,
+                    connection,
                     claimed,
                     next_attempt_at=now + delay,
                     in_doubt=int(in_doubt),
@@ -437,7 +434,7 @@ class Outbox(SqlStore):
                 )
             for claimed in settlement.untried:
                 _mark(
-                    orm,
+                    connection,
                     claimed,
                     next_attempt_at=now,
                     attempts=claimed.attempts - 1,
@@ -508,6 +505,17 @@ _PENDING_IN_THREAD = (
     .limit(1)
 )
 """Built once: a statement object caches its compiled form and cache key."""
+_OLDEST_PENDING = (
+    select(OUTBOX)
+    .where(
+        OUTBOX.c.team == bindparam("k_team"),
+        OUTBOX.c.channel == bindparam("k_channel"),
+        OUTBOX.c.thread == bindparam("k_thread"),
+        OUTBOX.c.delivered_at.is_(None),
+    )
+    .order_by(OUTBOX.c.id)
+    .limit(bindparam("n"))
+)
 _DONE = (
     update(OUTBOX)
     .where(OUTBOX.c.id == bindparam("row_id"))
@@ -537,13 +545,8 @@ def question_values(question: QuestionMessage) -> dict[str, Any]:
     }
 
 
-def _mark(orm: OrmSession, claimed: Claimed, **values: Any) -> None:
-    orm.execute(
-        update(OutboxRow)
-        .where(OutboxRow.id == claimed.id)
-        .values(**values)
-        .execution_options(synchronize_session=False)
-    )
+def _mark(connection: Connection, claimed: Claimed, **values: Any) -> None:
+    connection.execute(update(OUTBOX).where(OUTBOX.c.id == claimed.id).values(**values))
 
 
 def question_asked(claimed: Claimed, ts: str | None) -> QuestionMessage | None:
@@ -643,7 +646,7 @@ def _values(
     }
 
 
-def _effect(row: OutboxRow) -> ThreadEffect:
+def _effect(row: OutboxRow | Row[Any]) -> ThreadEffect:
     if row.kind == "generate":
         return Generate()
     loaded = json.loads(row.message_json or "{}")

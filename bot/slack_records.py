@@ -26,7 +26,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
-from sqlalchemy.orm import Session as OrmSession
 
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey, key_params
@@ -90,6 +89,7 @@ metadata = Base.metadata
 DELIVERIES = cast(Table, Delivery.__table__)
 QUESTIONS = cast(Table, QuestionMessage.__table__)
 """The tables, for the statements of the hot path (Core: no ORM unit of work per turn)."""
+_RECORD = insert(DELIVERIES)
 _SEEN = select(DELIVERIES.c.id).where(DELIVERIES.c.id == bindparam("delivery"))
 _UNANSWERED = select(QUESTIONS).where(
     QUESTIONS.c.team == bindparam("k_team"),
@@ -125,8 +125,8 @@ class SlackRecords(SqlStore):
     def first_delivery(self, delivery_id: str) -> bool:
         """True the first time `delivery_id` is seen, False for a retry or a duplicate."""
         try:
-            with self._transaction() as orm:
-                self.record_delivery(orm, delivery_id)
+            with self._writing() as connection:
+                self.record_delivery(connection, delivery_id)
         except DuplicateDelivery:
             return False
         return True
@@ -137,13 +137,11 @@ class SlackRecords(SqlStore):
         with self._looking() as connection:
             return connection.execute(_SEEN, {"delivery": delivery_id[:300]}).first() is not None
 
-    def record_delivery(self, orm: OrmSession, delivery_id: str) -> None:
-        """Record `delivery_id` in the open transaction `orm`; DuplicateDelivery (the
+    def record_delivery(self, connection: Connection, delivery_id: str) -> None:
+        """Record `delivery_id` in the open transaction on `connection`; DuplicateDelivery (the
         transaction must roll back) when it was recorded before: a retry or a duplicate."""
         try:
-            orm.connection().execute(
-                insert(DELIVERIES), {"id": delivery_id[:300], "seen_at": self._clock()}
-            )
+            connection.execute(_RECORD, {"id": delivery_id[:300], "seen_at": self._clock()})
         except IntegrityError:
             raise DuplicateDelivery(delivery_id) from None
 
@@ -234,10 +232,10 @@ class SlackRecords(SqlStore):
             )
 
 
-def unanswered_questions(orm: OrmSession, key: SessionKey) -> list[QuestionMessage]:
+def unanswered_questions(connection: Connection, key: SessionKey) -> list[QuestionMessage]:
     """The thread's question messages that still show their buttons, oldest first, in the open
-    transaction `orm` (the outbox reads them with its claim)."""
-    return _unanswered_in(orm.connection(), key)
+    transaction on `connection` (the outbox reads them with its claim)."""
+    return _unanswered_in(connection, key)
 
 
 def _unanswered_in(connection: Connection, key: SessionKey) -> list[QuestionMessage]:

@@ -49,7 +49,7 @@ from storage.sessions import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session as OrmSession
+    from sqlalchemy import Connection
 
     from bot.runs.compare import RunComparer
     from bot.runs.service import RunService
@@ -360,25 +360,25 @@ class WizardService:
     ) -> AlsoWrite:
         """In the transaction that saves a turn: the delivery that brought it, what it says."""
 
-        def write(orm: OrmSession) -> None:
-            self._recording(delivery)(orm)
-            said.add(orm, effects)
+        def write(connection: Connection) -> None:
+            self._recording(delivery)(connection)
+            said.add(connection, effects)
 
         return write
 
     def _recording(self, delivery: str | None) -> AlsoWrite:
         """Record `delivery` (if any) in a transaction; DuplicateDelivery if it was before."""
 
-        def write(orm: OrmSession) -> None:
+        def write(connection: Connection) -> None:
             if delivery is not None:
-                self.records.record_delivery(orm, delivery)
+                self.records.record_delivery(connection, delivery)
 
         return write
 
     def _saying(self, said: TurnEffects, turn: Turn) -> AlsoWrite:
         """Queue what `turn` says in the thread, in the transaction that saves it."""
         effects = turn_effects(turn)
-        return lambda orm: said.add(orm, effects)
+        return lambda connection: said.add(connection, effects)
 
     def _stuck(self, stored: StoredSession) -> bool:
         """An active thread whose open question is neither on its way nor live in Slack."""

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
+    Connection,
     Engine,
     Index,
     Integer,
@@ -27,21 +28,21 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    insert,
     select,
     update,
 )
 from sqlalchemy.engine import CursorResult, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.orm import Session as OrmSession
 
 from flows import TRAIN_RL, Flow, Session
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sql_store import SqlStore, utc_now
 
 DEFAULT_FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL}
-AlsoWrite = Callable[[OrmSession], None]
-"""More writes for a store's transaction, given its ORM session: they commit with it or not at
+AlsoWrite = Callable[[Connection], None]
+"""More writes for a store's transaction, given its connection: they commit with it or not at
 all."""
 
 
@@ -165,6 +166,8 @@ _KEY_IS = and_(
 )
 # The statements of every turn, built once (each caches its compiled form and cache key).
 _GET = select(SESSIONS).where(_KEY_IS)
+_CREATE = insert(SESSIONS)
+_WHY_NOT_SAVED = select(SESSIONS.c.revision, SESSIONS.c.expired_at).where(_KEY_IS)
 _SAVE = (
     update(SESSIONS)
     .where(_KEY_IS, SESSIONS.c.revision == bindparam("expected"), SESSIONS.c.expired_at.is_(None))
@@ -231,29 +234,30 @@ class SessionStore(SqlStore):
         if not owner or len(owner) > KEY_PART_MAX or "\x00" in owner:
             raise ValueError(f"owner must be 1 to {KEY_PART_MAX} characters, without NUL")
         now = self._clock()
-        row = SessionRow(
-            team=key.team,
-            channel=key.channel,
-            thread=key.thread,
-            owner=owner,
-            flow=session.flow,
-            status=session.status,
-            step=self._open_step(session),
-            session_json=session.to_json(),
-            revision=session.revision,
-            created_at=now,
-            updated_at=now,
-            expired_at=None,
-        )
+        step = self._open_step(session)
+        row = {
+            "team": key.team,
+            "channel": key.channel,
+            "thread": key.thread,
+            "owner": owner,
+            "flow": session.flow,
+            "status": session.status,
+            "step": step,
+            "session_json": session.to_json(),
+            "revision": session.revision,
+            "created_at": now,
+            "updated_at": now,
+            "expired_at": None,
+        }
         try:
-            with self._transaction() as orm:
-                orm.add(row)
+            with self._writing() as connection:
+                # A duplicate key fails here, before `also` writes anything.
+                connection.execute(_CREATE, row)
                 if also is not None:
-                    orm.flush()  # a duplicate key fails here, before `also` writes anything
-                    also(orm)
+                    also(connection)
         except IntegrityError:
             raise DuplicateSession(f"there is already a session for {key}") from None
-        return StoredSession(key, owner, session, now, now, None, row.step)
+        return StoredSession(key, owner, session, now, now, None, step)
 
     def save(
         self,
@@ -283,15 +287,13 @@ class SessionStore(SqlStore):
             "v_revision": session.revision,
             "v_updated": self._clock(),
         }
-        with self._transaction() as orm:
-            if _rowcount(orm.connection().execute(_SAVE, values)) == 1:
+        with self._writing() as connection:
+            if _rowcount(connection.execute(_SAVE, values)) == 1:
                 if also is not None:
-                    also(orm)
+                    also(connection)
                 return
             # Nothing matched: tell the caller why, from the row as it is now.
-            row = orm.execute(
-                select(SessionRow.revision, SessionRow.expired_at).where(_key_is(key))
-            ).first()
+            row = connection.execute(_WHY_NOT_SAVED, key_params(key)).first()
         if row is None:
             raise SessionNotFound(f"there is no session for {key}")
         if row.expired_at is not None:

@@ -69,6 +69,13 @@ class SqlStore:
             yield orm
 
     @contextlib.contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        """`_transaction` for Core statements: a bare connection in a transaction, committed on
+        success (the hot path of a turn: no ORM session to set up, flush and close)."""
+        with self._turns, self._engine.begin() as connection:
+            yield connection
+
+    @contextlib.contextmanager
     def _looking(self) -> Iterator[Connection]:
         """`_reading` for Core statements: a bare connection (no ORM session to set up)."""
         with self._reader.connect() as connection:

@@ -8,11 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Dialect, Engine, Index, Integer, String, TypeDecorator, select
+from sqlalchemy import (
+    Connection,
+    Dialect,
+    Engine,
+    Index,
+    Integer,
+    String,
+    Table,
+    TypeDecorator,
+    select,
+    update,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
-from sqlalchemy.orm import Session as OrmSession
 
 from storage.database import KEY_PART_MAX, JsonText, UTCDateTime
 from storage.sessions import AlsoWrite, SessionKey
@@ -116,6 +126,7 @@ class Run(Base, kw_only=True):
 
 metadata = Base.metadata
 """The run table, for the migrations (artbot.database.ARTBOT_TABLES)."""
+RUNS = cast(Table, Run.__table__)
 
 
 class RunStore(SqlStore):
@@ -170,10 +181,10 @@ class RunStore(SqlStore):
         """For another store's transaction (the outbox's): the run's cursor moves to `seq`, the
         event told, together with what telling it queued."""
 
-        def write(orm: OrmSession) -> None:
-            run = orm.get(Run, run_id)
-            if run is not None:
-                run.cursor = max(run.cursor, seq)
+        def write(connection: Connection) -> None:
+            connection.execute(
+                update(RUNS).where(RUNS.c.id == run_id, RUNS.c.cursor < seq).values(cursor=seq)
+            )
 
         return write
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy.orm import Session as OrmSession
+from sqlalchemy import Connection
 
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, RESULT_STEP, SlackMessage, proposal_message, text_message
@@ -134,8 +134,8 @@ def test_a_turn_and_what_it_says_are_saved_together_or_not_at_all(
     store = SessionStore(create_database_engine(database.url), schema=database.schema)
     said = [Retire("replayable", "static"), Post(text_message("Single-turn or multi-turn?"))]
 
-    def saying(orm: OrmSession) -> None:
-        outbox.add(orm, A, said)
+    def saying(connection: Connection) -> None:
+        outbox.add(connection, A, said)
 
     first = begin(TRAIN_RL, Session.start(TRAIN_RL.id)).session
     store.create(A, "U0OWNER", first)
@@ -150,8 +150,8 @@ def test_a_turn_and_what_it_says_are_saved_together_or_not_at_all(
     assert outbox.depth() == 2
 
     # Messages that cannot be queued keep the answer from being saved.
-    def failing(orm: OrmSession) -> None:
-        outbox.add(orm, A, said)
+    def failing(connection: Connection) -> None:
+        outbox.add(connection, A, said)
         raise RuntimeError("the outbox is unwritable")
 
     later = advance(TRAIN_RL, turn.session, Reply(text="single"))
@@ -354,16 +354,16 @@ def test_what_a_turn_adds_in_two_parts_goes_out_claimed_together_in_order(
     sessions.create(A, "U0OWNER", first)
     turn = advance(TRAIN_RL, first, Reply(text="static"))
 
-    def in_two_parts(orm: OrmSession, effects: TurnEffects) -> None:
-        effects.add(orm, [retire])
-        effects.add(orm, [post])
+    def in_two_parts(connection: Connection, effects: TurnEffects) -> None:
+        effects.add(connection, [retire])
+        effects.add(connection, [post])
 
     with outbox.turn(A) as effects:
         sessions.save(
             A,
             turn.session,
             expected_revision=first.revision,
-            also=lambda orm: in_two_parts(orm, effects),
+            also=lambda connection: in_two_parts(connection, effects),
         )
 
     ((_, claimed, _),) = courier.handed

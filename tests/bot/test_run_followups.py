@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session as OrmSession
 
 from bot.runs.compare import differing_answers
 from bot.runs.rerun import rerun_turn
@@ -366,8 +366,8 @@ def test_an_event_whose_cursor_could_not_move_is_told_once_when_it_comes_again(
     moving_cursor = runs.runs.moving_cursor
 
     def failing_cursor(run_id: int, seq: int) -> AlsoWrite:
-        def write(orm: OrmSession) -> None:
-            moving_cursor(run_id, seq)(orm)
+        def write(connection: Connection) -> None:
+            moving_cursor(run_id, seq)(connection)
             raise OperationalError("UPDATE artbot_runs", {}, Exception("the database went away"))
 
         return write
