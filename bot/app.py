@@ -4,9 +4,10 @@ every listener (bot/listeners) registered on it.
 Ack first, in the request's own path: the app runs with `process_before_response=True`, so Bolt
 calls each listener on the thread that received the request (uvicorn's event loop, or Socket
 Mode's); the listener acks, parses, and hands the work to `AfterAck`'s pool of LISTENER_WORKERS
-threads. A saturated pool delays turns, never acks. (Without `process_before_response` Bolt runs
-every listener in its executor and polls for the ack, so acks queued behind slow work: the
-collapse issue 9 saw at 200 users.)
+threads, of which LISTENER_SLOTS at most compute at once while the others wait on Slack
+(bot/work_slots.py). A saturated pool delays turns, never acks. (Without
+`process_before_response` Bolt runs every listener in its executor and polls for the ack, so
+acks queued behind slow work: the collapse issue 9 saw at 200 users.)
 
 Sync Bolt, on purpose: the work behind a reply is blocking anyway (SQL, rendering, ruff and
 pyright subprocesses, the dry run); the async app would need every one of them in a thread.
@@ -50,12 +51,17 @@ from bot.settings import BotSettings
 from bot.slack_records import SlackRecords
 from bot.threads import ThreadPoster
 from bot.wizard import FLOWS, WizardService
+from bot.work_slots import WorkSlots
 from storage import migrations
 from storage.database import create_database_engine, data_dir
 from storage.sessions import SessionStore
 
-LISTENER_WORKERS = 8
-"""Threads for the listeners' work after their acks (SQL, rendering, Slack calls)."""
+LISTENER_WORKERS = 64
+"""Threads for the listeners' work after their acks (SQL, rendering, Slack calls): enough for
+turns that wait on Slack (about 100 ms a call, two calls a turn) to overlap."""
+LISTENER_SLOTS = 8
+"""Of those, how many compute at once (the rest wait on Slack, or for a slot): more would
+fight over the GIL with the event loop that acks."""
 REQUEST_KINDS = {"event_callback": "event", "block_actions": "action", "url_verification": "event"}
 INSTALL_PATH = "/slack/install"
 REDIRECT_PATH = "/slack/oauth_redirect"
@@ -91,13 +97,15 @@ def request_kind(body: dict[str, Any]) -> str:
     return REQUEST_KINDS.get(str(body.get("type")), "other")
 
 
-def web_client(settings: BotSettings, token: str | None = None) -> WebClient:
+def web_client(
+    settings: BotSettings, token: str | None = None, *, slots: WorkSlots | None = None
+) -> WebClient:
     """A Web API client with `token` (default: SLACK_BOT_TOKEN, if set): SLACK_API_URL if set;
-    429s and dropped connections retried."""
+    429s and dropped connections retried; its calls give `slots` back while Slack answers."""
     bot_token = settings.slack_bot_token
     if token is None and bot_token is not None:
         token = bot_token.get_secret_value()
-    return web_client_maker(**_client_options(settings))(token)
+    return web_client_maker(slots, **_client_options(settings))(token)
 
 
 def _client_options(settings: BotSettings) -> dict[str, Any]:
@@ -226,7 +234,8 @@ def create_app(
     secret = settings.slack_signing_secret
     metrics = metrics or BotMetrics()
     metrics.watch_sessions(service.store.count_by_status)
-    make_client = web_client_maker(**_client_options(settings))
+    slots = WorkSlots(LISTENER_SLOTS)
+    make_client = web_client_maker(slots, **_client_options(settings))
     oauth: dict[str, Any] = {}
     if settings.multi_workspace:
         assert settings.slack_client_id and settings.slack_client_secret  # settings check both
@@ -247,7 +256,7 @@ def create_app(
             redirect_uri=settings.slack_redirect_uri,
         )
     else:
-        client = client or web_client(settings)
+        client = client or web_client(settings, slots=slots)
         clients = SlackClients(make_client, single=client)
     app = ArtbotApp(
         metrics=metrics,
@@ -261,5 +270,5 @@ def create_app(
         process_before_response=True,
     )
     work = ThreadPoolExecutor(max_workers=LISTENER_WORKERS, thread_name_prefix="after-ack")
-    register_listeners(app, service, AfterAck(metrics, work), clients)
+    register_listeners(app, service, AfterAck(metrics, work, slots), clients)
     return app

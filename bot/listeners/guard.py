@@ -21,6 +21,7 @@ from slack_sdk import WebClient
 from bot.log_fields import slack_ids
 from bot.metrics import BotMetrics
 from bot.wizard import WizardService
+from bot.work_slots import WorkSlots
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -29,11 +30,13 @@ RECEIVED_AT = "artbot_received_at"
 
 
 class AfterAck:
-    """Runs listeners' work on `executor` once they have acked; times it into `metrics`."""
+    """Runs listeners' work on `executor` once they have acked, each in one of `slots` (given
+    back while it waits on Slack); times it into `metrics`."""
 
-    def __init__(self, metrics: BotMetrics, executor: Executor) -> None:
+    def __init__(self, metrics: BotMetrics, executor: Executor, slots: WorkSlots) -> None:
         self.metrics = metrics
         self._executor = executor
+        self._slots = slots
 
     def submit(
         self,
@@ -52,7 +55,7 @@ class AfterAck:
         received = context.get(RECEIVED_AT)
 
         def run() -> None:
-            with self._timed(kind, received), ids_of(key, team, channel):
+            with self._timed(kind, received), ids_of(key, team, channel), self._slots.holding():
                 guarded(work, client, key, service)
 
         self._executor.submit(run)

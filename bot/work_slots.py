@@ -1,0 +1,118 @@
+"""Many listener threads may wait on Slack at once; only a few compute at once.
+
+A turn spends most of its time waiting on Slack's Web API (about 100 ms a call against real
+Slack, a question posted and the answered one updated per turn), so the threads that run turns
+after their acks must be many, or turns queue behind those waits: with 8 threads and 100 ms
+calls, 200 users got 35 turns/s. But threads that all compute at once fight over the GIL, and
+uvicorn's event loop, which acks every request, waits behind them: 64 threads with nothing to
+hold them back put the acks on PostgreSQL at p50 1.9 s.
+
+So each listener thread takes one of a few `WorkSlots` before it starts, and gives it back
+while it waits on Slack (`YieldingWebClient`): the waits overlap, the computing stays few. A
+thread coming back from Slack takes its slot back at once, over the bound if need be: it may hold
+its conversation's lock, which threads in slots wait for, so making it wait for a slot could
+deadlock them all. Only a thread that holds nothing yet waits for a slot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.web import SlackResponse
+
+
+class WorkSlots:
+    """About `slots` threads compute at once: those `holding` a slot and not `waiting`. New
+    work waits for a free slot; a thread back from `waiting` does not (see the module)."""
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError("WorkSlots needs at least one slot")
+        self.slots = slots
+        self._free = slots
+        self._changed = threading.Condition()
+        self._mine = threading.local()
+
+    @property
+    def free(self) -> int:
+        """Slots no thread holds now (below 0 while threads back from Slack overrun)."""
+        with self._changed:
+            return self._free
+
+    def held_here(self) -> bool:
+        """Does this thread hold a slot now?"""
+        return bool(getattr(self._mine, "held", False))
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Run the block in a slot of this thread's own, once one is free."""
+        with self._changed:
+            while self._free <= 0:
+                self._changed.wait()
+            self._take()
+        try:
+            yield
+        finally:
+            self._give()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Around a wait on the network: this thread's slot, if it holds one, is another
+        thread's meanwhile, and is taken back at once afterwards (free or not)."""
+        if not self.held_here():
+            yield
+            return
+        self._give()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._take()
+
+    def _take(self) -> None:
+        """Take a slot (the caller holds `_changed`)."""
+        self._free -= 1
+        self._mine.held = True
+
+    def _give(self) -> None:
+        self._mine.held = False
+        with self._changed:
+            self._free += 1
+            if self._free > 0:
+                self._changed.notify()
+
+
+class YieldingWebClient(WebClient):
+    """A WebClient whose calls give the calling thread's work slot back while Slack answers."""
+
+    def __init__(self, slots: WorkSlots, **options: Any) -> None:
+        super().__init__(**options)
+        self.slots = slots
+
+    def api_call(
+        self,
+        api_method: str,
+        *,
+        http_verb: str = "POST",
+        files: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+        headers: dict[str, Any] | None = None,
+        auth: dict[str, Any] | None = None,
+    ) -> SlackResponse:
+        with self.slots.waiting():
+            return super().api_call(
+                api_method,
+                http_verb=http_verb,
+                files=files,
+                data=data,
+                params=params,
+                json=json,
+                headers=headers,
+                auth=auth,
+            )
