@@ -9,9 +9,10 @@ Slack of tests/fakes. Its listener acks, then does what a turn does in miniature
 pure-Python work holding the GIL (as SQL and rendering do) and one chat.postMessage to the fake
 Slack, which answers after `--slack-latency-ms`.
 - sync: `App(process_before_response=True)`, the listener in the request's path: it acks and
-  submits the work to a pool of LISTENER_WORKERS threads (what `artbot serve` runs);
+  submits the work to a pool of PROTOTYPE_WORKERS (8) threads (what `artbot serve` ran when
+  this was measured; it now runs 64 threads in 8 work slots, bot/work_slots.py);
 - lazy: the same with Bolt's lazy listeners (the ack function, then the work as a lazy
-  function on Bolt's executor of LISTENER_WORKERS threads);
+  function on Bolt's executor of PROTOTYPE_WORKERS threads);
 - async: `AsyncApp` with an `AsyncWebClient`, the work a lazy coroutine: the CPU part through
   `asyncio.to_thread`, the Slack call awaited.
 `--users` client threads each send `--requests` commands back to back. Measured: ack p50/p99
@@ -44,6 +45,8 @@ from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 STYLES = ("sync", "lazy", "async")
+PROTOTYPE_WORKERS = 8
+"""The sync and lazy styles' threads, as the README's table of this prototype was measured."""
 
 
 def burn(seconds: float) -> None:
@@ -60,9 +63,7 @@ def sync_web(base_url: str, cpu_s: float, lazy: bool) -> Any:
     from slack_bolt.adapter.asgi import SlackRequestHandler
     from slack_sdk import WebClient
 
-    from bot.app import LISTENER_WORKERS
-
-    pool = Pool(max_workers=LISTENER_WORKERS)
+    pool = Pool(max_workers=PROTOTYPE_WORKERS)
     app = App(
         client=WebClient(token=BOT_TOKEN, base_url=base_url),
         signing_secret=SIGNING_SECRET,

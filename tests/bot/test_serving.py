@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 
-from bot.app import LISTENER_WORKERS
+from bot.app import LISTENER_SLOTS
 from bot.health import HealthCheck
 from bot.log_fields import KeyValueFormatter, quoted, slack_ids
 from bot.metrics import BotMetrics
@@ -55,8 +55,9 @@ def served(make_bot: BotFactory) -> Iterator[tuple[Bot, BotServer]]:
 def test_every_request_is_acked_while_the_work_before_it_is_stuck(
     served: tuple[Bot, BotServer], fake: FakeSlack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More commands than the listener executor has threads, each one's work blocked: every
-    request still gets its HTTP 200, and the work runs once released."""
+    """More commands than the listeners' work slots, each one's work blocked (not on Slack, so
+    it keeps its slot): every request still gets its HTTP 200, and the work runs once
+    released."""
     bot, _ = served
     release = threading.Event()
     started = threading.Semaphore(0)
@@ -68,12 +69,12 @@ def test_every_request_is_acked_while_the_work_before_it_is_stuck(
         return command(*args)
 
     monkeypatch.setattr(bot.service, "command", stuck)
-    channels = [f"C0STUCK{i:02d}" for i in range(LISTENER_WORKERS + 3)]
+    channels = [f"C0STUCK{i:02d}" for i in range(LISTENER_SLOTS + 3)]
     try:
         for channel in channels:
             request = slash_command(text="", user_id=f"U{channel}", channel_id=channel)
             assert request.post(bot.http_url or "", timeout=GENEROUS_S).status == 200
-        for _ in range(LISTENER_WORKERS):  # the executor is full of stuck work
+        for _ in range(LISTENER_SLOTS):  # every slot is held by stuck work
             assert started.acquire(timeout=GENEROUS_S)
         assert fake.calls("chat.postMessage") == []
     finally:
