@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    and_,
     bindparam,
     delete,
     func,
@@ -220,8 +221,8 @@ class Outbox(SqlStore):
         lease: timedelta,
     ) -> list[Claimed]:
         """Queue `effects` in the open transaction on `connection` already claimed for `lease`,
-        as `claim`
-        would claim them (the caller has made sure nothing older is pending in the thread)."""
+        as `claim` would claim them (the caller has made sure nothing older is pending in the
+        thread)."""
         now = self._clock()
         rows = [
             _row(key, effect, now) | {"next_attempt_at": now + lease, "attempts": 1, "in_doubt": 1}
@@ -494,27 +495,17 @@ class _TakenMeanwhile(Exception):
     """Another worker claimed some of the rows between the read and the update."""
 
 
-_PENDING_IN_THREAD = (
-    select(OUTBOX.c.id)
-    .where(
-        OUTBOX.c.team == bindparam("k_team"),
-        OUTBOX.c.channel == bindparam("k_channel"),
-        OUTBOX.c.thread == bindparam("k_thread"),
-        OUTBOX.c.delivered_at.is_(None),
-    )
-    .limit(1)
+_PENDING_IN_THE_THREAD = and_(
+    OUTBOX.c.team == bindparam("k_team"),
+    OUTBOX.c.channel == bindparam("k_channel"),
+    OUTBOX.c.thread == bindparam("k_thread"),
+    OUTBOX.c.delivered_at.is_(None),
 )
+"""The thread's (`key_params`) undelivered rows."""
+_PENDING_IN_THREAD = select(OUTBOX.c.id).where(_PENDING_IN_THE_THREAD).limit(1)
 """Built once: a statement object caches its compiled form and cache key."""
 _OLDEST_PENDING = (
-    select(OUTBOX)
-    .where(
-        OUTBOX.c.team == bindparam("k_team"),
-        OUTBOX.c.channel == bindparam("k_channel"),
-        OUTBOX.c.thread == bindparam("k_thread"),
-        OUTBOX.c.delivered_at.is_(None),
-    )
-    .order_by(OUTBOX.c.id)
-    .limit(bindparam("n"))
+    select(OUTBOX).where(_PENDING_IN_THE_THREAD).order_by(OUTBOX.c.id).limit(bindparam("n"))
 )
 _DONE = (
     update(OUTBOX)

@@ -32,7 +32,6 @@ class WorkSlots:
     def __init__(self, slots: int) -> None:
         if slots < 1:
             raise ValueError("WorkSlots needs at least one slot")
-        self.slots = slots
         self._free = slots
         self._changed = threading.Condition()
         self._mine = threading.local()

@@ -32,8 +32,9 @@ ROWS = "\n".join(json.dumps(row) for row in MATH_ROWS)
 OTHER_USER = "U0OTHER"
 
 
-def answer_single_turn_ruler(user: SlackUser) -> None:
-    """Walk a whole single-turn RULER wizard with buttons and thread replies."""
+def answer_through_the_ruler_judge(user: SlackUser) -> None:
+    """A single-turn RULER wizard on inline rows, with buttons and thread replies, up to and
+    including the judge model."""
     user.click("Only logged or static scenarios")
     user.click("Single-turn")
     user.reply("Answer arithmetic questions with only the final number.")
@@ -42,6 +43,11 @@ def answer_single_turn_ruler(user: SlackUser) -> None:
     user.reply("skip")
     user.click("RULER")
     user.click("openai/gpt-5.4")
+
+
+def answer_single_turn_ruler(user: SlackUser) -> None:
+    """Walk a whole single-turn RULER wizard with buttons and thread replies."""
+    answer_through_the_ruler_judge(user)
     answer_after_the_reward(user)
 
 
@@ -192,20 +198,10 @@ def test_a_retried_reply_that_would_answer_the_next_question_too_is_applied_once
 ) -> None:
     user = SlackUser(make_bot())
     user.command()
-    for kind, answer in [
-        ("click", "Only logged or static scenarios"),
-        ("click", "Single-turn"),
-        ("reply", "Answer arithmetic questions with only the final number."),
-        ("click", "Paste them here"),
-        ("reply", f"```\n{ROWS}\n```"),
-        ("reply", "skip"),
-        ("click", "RULER"),
-        ("click", "openai/gpt-5.4"),
-        ("click", "All scenarios"),
-        ("click", "Hold out a fraction"),
-        ("reply", "0.25"),
-    ]:
-        user.click(answer) if kind == "click" else user.reply(answer)
+    answer_through_the_ruler_judge(user)
+    user.click("All scenarios")
+    user.click("Hold out a fraction")
+    user.reply("0.25")
     user.reply("default", event_id="Ev0DEFAULT")
     user.settle()
     before = user.bot.service.store.get(user.key)
