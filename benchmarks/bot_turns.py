@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -629,6 +630,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--turns must be 0 to {len(WIZARD)}")
     if not 0 < args.max_seconds <= 600 or not 0 <= args.slack_latency_ms <= 5000:
         parser.error("--max-seconds must be in (0, 600], --slack-latency-ms in [0, 5000]")
+    if args.instructions and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
+        parser.error("--instructions needs valgrind (with callgrind_control) on the PATH")
     if args.only == "postgres" and not args.postgres:
         parser.error("--only postgres needs --postgres URL (or $ARTBOT_TEST_POSTGRES_URL)")
     if args.postgres and make_url(args.postgres).host not in (LOOPBACK, "localhost"):
