@@ -4,6 +4,7 @@ from Slack never waits for a slot (it may hold a lock that threads in slots wait
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -16,6 +17,13 @@ from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID
 
 JOIN_S = 10.0
 """A bound on waiting for a thread that must finish (a hang, not a timing, fails the test)."""
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + JOIN_S
+    while not condition():
+        assert time.monotonic() < deadline, "the threads never got there"
+        time.sleep(0.001)
 
 
 def in_thread(work: Callable[[], None]) -> threading.Thread:
@@ -50,6 +58,32 @@ def test_no_more_threads_than_slots_run_their_work_at_once() -> None:
         assert not thread.is_alive()
     assert peak == 2
     assert slots.free == 2
+
+
+def test_slots_go_to_waiting_threads_in_the_order_they_asked_never_to_a_newcomer() -> None:
+    slots = WorkSlots(1)
+    order: list[str] = []
+
+    def work(name: str) -> Callable[[], None]:
+        def in_a_slot() -> None:
+            with slots.holding():
+                order.append(name)
+
+        return in_a_slot
+
+    with slots.holding():
+        first = in_thread(work("first"))
+        wait_until(lambda: slots.queued == 1)
+        second = in_thread(work("second"))
+        wait_until(lambda: slots.queued == 2)
+    # The slot went straight to the oldest waiter: none is free for a thread asking now.
+    with slots.holding():
+        order.append("newcomer")
+    for thread in (first, second):
+        thread.join(JOIN_S)
+        assert not thread.is_alive()
+    assert order == ["first", "second", "newcomer"]
+    assert (slots.free, slots.queued) == (1, 0)
 
 
 def test_a_thread_without_a_slot_waits_on_slack_without_touching_them() -> None:
