@@ -73,6 +73,24 @@ class Bot:
         response = self.app.dispatch(request.as_bolt_request())
         return response.status
 
+    def works_done(self) -> int:
+        """Listener works finished so far: every request a listener acked and handed on, done
+        to its end (the bot's turn histogram counts each as it ends)."""
+        total = 0.0
+        for family in self.app.metrics.registry.collect():
+            for sample in family.samples:
+                if sample.name == "artbot_turn_seconds_count":
+                    total += sample.value
+        return int(total)
+
+    def wait_for_works_done(self, works: int, timeout: float = 10.0) -> None:
+        """Block until `works` listener works have finished (not a quiet spell: an exact count)."""
+        deadline = time.monotonic() + timeout
+        while self.works_done() < works:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.works_done()} of {works} works done")
+            time.sleep(0.01)
+
     def answer(self, request: SignedRequest) -> tuple[int, str]:
         """The status and body the bot acks `request` with (a modal's errors are in the body)."""
         response = self.app.dispatch(request.as_bolt_request())

@@ -17,6 +17,7 @@ from flows import Reply
 from tests.bot.conftest import BotFactory, SlackUser, answer_after_the_reward
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import (
+    block_actions,
     event_callback,
     file_share_event,
     message_changed_event,
@@ -156,9 +157,8 @@ def test_a_retried_event_and_a_double_click_advance_the_session_once(
     # The same click delivered twice (a double click): the second is a no-op.
     message = user.bot_messages()[-1]
     user.click("Single-turn")
+    user.bot.wait_for_works_done(3)  # the command and both clicks, done to their end
     posted = len(user.bot_messages())
-    from tests.fakes.slack_requests import block_actions
-
     element = next(
         e
         for b in message.blocks or []
@@ -175,7 +175,7 @@ def test_a_retried_event_and_a_double_click_advance_the_session_once(
         message=message.to_slack(),
     )
     assert user.bot.dispatch(again) == 200
-    time.sleep(0.5)
+    user.bot.wait_for_works_done(4)
     assert len(user.bot_messages()) == posted
     # A thread reply Slack retries with the same event_id: handled once.
     user.reply("Answer arithmetic questions with only the number.", event_id="Ev0RETRY")
@@ -185,7 +185,7 @@ def test_a_retried_event_and_a_double_click_advance_the_session_once(
         retry_num=1,
         wait=False,
     )
-    time.sleep(0.5)
+    user.bot.wait_for_works_done(6)
     stored = user.bot.service.store.get(user.key)
     assert stored is not None
     assert stored.session.revision == revision + 2
