@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,7 +260,7 @@ def test_a_forged_accept_and_a_stranger_s_click_are_refused(
     fake.wait_for(lambda f: any(m.ephemeral_to == OTHER_USER for m in f.ephemerals()))
     note = next(m for m in fake.ephemerals() if m.ephemeral_to == OTHER_USER)
     assert f"Only <@{USER_ID}>" in note.text
-    time.sleep(0.3)
+    user.bot.wait_for_works_done(4)  # the command, the reply and both clicks, to their end
     assert stored_answers(user) == before
     assert buttons_of(now_shown(user, offer)) == ["Accept", "Re-answer"]
 

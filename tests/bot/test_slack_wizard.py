@@ -304,7 +304,7 @@ def test_someone_else_gets_an_ephemeral_note_and_changes_nothing(
     assert f"Only <@{USER_ID}>" in note.text
     intruder_click_status = intruder.click("Only logged", wait=False)
     assert intruder_click_status == 200
-    time.sleep(0.3)
+    owner.bot.wait_for_works_done(3)  # the command, the reply and the click, done to their end
     after = owner.bot.service.store.get(owner.key)
     assert before is not None and after is not None and after.session == before.session
 
@@ -369,7 +369,8 @@ def test_edits_deletions_broadcasts_and_other_bots(make_bot: BotFactory, fake: F
     user.bot.dispatch(
         event_callback(bot_message_event("static", channel=CHANNEL_ID, thread_ts=user.thread))
     )
-    time.sleep(0.3)
+    # The command and the edit's note; a deletion and another bot's message are no work at all.
+    user.bot.wait_for_works_done(2)
     assert user.asked() == "replayable"
     count = len(user.bot_messages())
     user.bot.dispatch(
