@@ -191,6 +191,7 @@ def build_service(
         poster,
         results,
         outbox,
+        slots=WorkSlots(LISTENER_SLOTS),
         runs=runs,
         max_upload_bytes=settings.artbot_max_upload_bytes,
         assistant=assistant,
@@ -234,7 +235,7 @@ def create_app(
     secret = settings.slack_signing_secret
     metrics = metrics or BotMetrics()
     metrics.watch_sessions(service.store.count_by_status)
-    slots = WorkSlots(LISTENER_SLOTS)
+    slots = service.slots
     make_client = web_client_maker(slots, **_client_options(settings))
     oauth: dict[str, Any] = {}
     if settings.multi_workspace:

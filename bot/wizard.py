@@ -37,6 +37,7 @@ from bot.slack_records import DuplicateDelivery, SlackRecords
 from bot.slack_text import clip, escape
 from bot.thread_effects import Generate, Post, Retire, ThreadEffect, turn_effects
 from bot.threads import ThreadPoster
+from bot.work_slots import WorkSlots
 from flows import TRAIN_RL, Flow, Problem, Reply, Session, Turn, advance, begin
 from storage.sessions import (
     AlsoWrite,
@@ -99,6 +100,7 @@ class WizardService:
         results: ScriptResults,
         outbox: Outbox,
         *,
+        slots: WorkSlots,
         runs: RunService | None = None,
         on_complete: Callable[[WebClient, SessionKey, Mapping[str, object]], None] | None = None,
         max_upload_bytes: int = 1_000_000,
@@ -124,6 +126,9 @@ class WizardService:
         """Two runs side by side (`/train-rl compare`, a finished run's button); None: no runner."""
         self.trier = trier
         """`try <prompt>` in a thread whose run succeeded; None: no runner."""
+        self.slots = slots
+        """The work slots of the threads this service runs on (bot/work_slots.py): a thread gives
+        its slot back while a model answers (seconds), as it does while Slack answers."""
         self._locks = KeyedLocks()
         # Rendering and checking take seconds: off the listener thread, on the results' executor.
         self._on_complete = on_complete or results.deliver_later
@@ -207,7 +212,8 @@ class WizardService:
         if self.trier is not None and self.trier.wants(key, incoming.reply):
             # `try <prompt>`: the trained model answers (slow: outside the thread's lock)
             if first_time():
-                self.trier.respond(client, key, incoming.user, incoming.reply)
+                with self.slots.waiting():  # a serverless model answers in seconds
+                    self.trier.respond(client, key, incoming.user, incoming.reply)
             return
         if self._rollouts_asked(client, incoming):
             return
@@ -301,7 +307,8 @@ class WizardService:
             asked_model = consult
             if consult and self.assistant is not None and user is not None:
                 consult = False
-                assisted = self.assistant.respond(flow, session, reply, user)
+                with self.slots.waiting():  # the model answers in seconds
+                    assisted = self.assistant.respond(flow, session, reply, user)
                 turn, proposal = assisted.turn, assisted.proposal
             else:
                 unassisted = not_configured(flow, session, reply) if not self.assistant else None
@@ -638,7 +645,8 @@ class WizardService:
             return
         if delivery_id is not None and not self.records.first_delivery(delivery_id):
             return
-        self.trier.submitted(client, run_id, user, prompt)
+        with self.slots.waiting():
+            self.trier.submitted(client, run_id, user, prompt)
 
     def compare_previous(
         self, client: WebClient, run_id: int, user: str, delivery_id: str | None

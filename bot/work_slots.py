@@ -8,7 +8,8 @@ uvicorn's event loop, which acks every request, waits behind them: 64 threads wi
 hold them back put the acks on PostgreSQL at p50 1.9 s.
 
 So each listener thread takes one of a few `WorkSlots` before it starts, and gives it back
-while it waits on Slack (`YieldingWebClient`): the waits overlap, the computing stays few. A
+while it waits on Slack (`YieldingWebClient`) or on a language model (`WizardService` enters
+`waiting()` around the assistant and `try`): the waits overlap, the computing stays few. A
 thread coming back from Slack takes its slot back at once, over the bound if need be: it may hold
 its conversation's lock, which threads in slots wait for, so making it wait for a slot could
 deadlock them all. Only a thread that holds nothing yet waits for a slot, and waiting threads

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,11 @@ import pytest
 
 from assistant import Assistant, ChatModel, Completion, Proposal
 from assistant.model import ChatMessage
+from bot.app import LISTENER_SLOTS
 from bot.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
 from bot.outbox import Outbox
 from bot.wizard import Incoming
+from bot.work_slots import WorkSlots
 from flows import TRAIN_RL, Reply, advance
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.openai_server import FakeOpenAI, Scripted
@@ -287,6 +289,43 @@ def test_a_proposal_too_long_for_a_button_is_kept_by_the_bot(
     user.fake.wait_for(lambda f: len(user.bot_messages()) > count)
     user.settle()
     assert stored_answers(user)["replayable"] == "static"
+
+
+@dataclass
+class SlotsWatched:
+    """The real model, noting while it thinks whether the calling listener thread holds a work
+    slot, and how many are free."""
+
+    model: ChatModel
+    slots: WorkSlots
+    seen: list[tuple[bool, int]] = field(default_factory=list)
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        max_tokens: int,
+    ) -> Completion:
+        self.seen.append((self.slots.held_here(), self.slots.free))
+        return self.model.complete(messages, schema=schema, max_tokens=max_tokens)
+
+
+def test_a_listener_thread_gives_its_work_slot_back_while_the_model_thinks(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    service = user.bot.service
+    assert service.assistant is not None
+    watched = SlotsWatched(service.assistant.model, service.slots)
+    service.assistant = Assistant(watched, service.assistant.budget)
+    model.script(reading("static", "Logged conversations are static."))
+
+    user.reply("we have logs of past chats")
+
+    # Seconds of waiting on a model must not keep one of the few slots every turn needs.
+    assert watched.seen == [(False, LISTENER_SLOTS)]
+    assert proposals(user) != []
+    assert service.slots.free == LISTENER_SLOTS
 
 
 @dataclass(frozen=True)
