@@ -5,7 +5,9 @@ import os
 import time
 from pathlib import Path
 
-Path("env.json").write_text(json.dumps(dict(os.environ)))
+# Whole or not at all: a test reads it as soon as it appears.
+Path("env.json.part").write_text(json.dumps(dict(os.environ)))
+os.replace("env.json.part", "env.json")
 print("waiting for release", flush=True)
 deadline = time.monotonic() + 120
 while not Path("release").exists() and time.monotonic() < deadline:

@@ -6,6 +6,7 @@ all ignoring SIGHUP. Their pids go to pids.txt. With --exit the script then exit
 leaving them running (a training script that forgot to stop its vLLM server).
 """
 
+import os
 import subprocess
 import sys
 import time
@@ -26,7 +27,9 @@ child = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE,
 assert child.stdout is not None
 grandchild = int(child.stdout.readline())
 escaped = subprocess.Popen([sys.executable, "-c", SLEEPER], start_new_session=True)
-Path("pids.txt").write_text(f"{child.pid} {grandchild} {escaped.pid}")
+# Whole or not at all: a test reads it as soon as it appears.
+Path("pids.txt.part").write_text(f"{child.pid} {grandchild} {escaped.pid}")
+os.replace("pids.txt.part", "pids.txt")
 print("children started", flush=True)
 if "--exit" in sys.argv:
     sys.exit(0)
