@@ -3,7 +3,7 @@
     uv run python benchmarks/bot_turns.py [--users 20] [--turns 6] [--postgres URL]
                                           [--slack-latency-ms 0] [--max-seconds 60]
                                           [--repeat 1] [--only sqlite|postgres]
-                                          [--instructions]
+                                          [--instructions] [--model-latency-ms MS]
 
 The bot runs as in production, in a process of its own: `artbot serve` (uvicorn, Bolt acking
 first) on 127.0.0.1, pointed by SLACK_API_URL at the recording fake Slack of tests/fakes, on
@@ -25,6 +25,10 @@ one thread). The bot's own /metrics is read at the end as a cross-check (acks it
 per completed turn (counted from the users' start to their end): a figure that stays put from
 one run to the next on a shared VM whose CPU speed does not, so a change can be judged in one
 pair of runs. The bot is about fifty times slower there: use few users (it prints no latency).
+
+--model-latency-ms gives the bot an assistant (ARTBOT_LLM_*) whose model is `SlowModel`, an
+OpenAI-compatible server in this process that answers every call after that long, with no
+advice: each wizard asks it once, when its scenarios are given (turn 5).
 
 Bounded: at most MAX_USERS users and len(WIZARD) turns each, every wait capped, and the run
 for one database stops at --max-seconds whatever is left. Only 127.0.0.1 is contacted.
@@ -50,8 +54,9 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -127,6 +132,8 @@ class Run:
     harness_cpu_s: float = 0.0
     machine_cpu_s: float = 0.0
     doubled: int = 0
+    model_calls: int | None = None
+    """Calls the assistant made to the fake model (None: no assistant)."""
     bot_acks: float | None = None
     bot_ack_bounds: dict[float, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -343,13 +350,93 @@ def http_get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+class SlowModel:
+    """An OpenAI-compatible chat completions server on loopback for the assistant, answering
+    every request after `latency_s` as OpenAI does (the chat.completion object, usage
+    included) with no recommendations: the one model call of these wizards is the advice asked
+    for once the scenarios are given (turn 5). A real model takes seconds."""
+
+    API_KEY = "bench-key-not-a-secret"
+    REPLY = json.dumps({"recommendations": []})
+
+    def __init__(self, latency_s: float) -> None:
+        self.latency_s = latency_s
+        self.calls = 0
+        self._lock = threading.Lock()
+        model = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                request = json.loads(self.rfile.read(length) or b"{}")
+                if self.path != "/v1/chat/completions" or self.headers.get("Authorization") != (
+                    f"Bearer {SlowModel.API_KEY}"
+                ):
+                    self.send_error(404 if self.path != "/v1/chat/completions" else 401)
+                    return
+                with model._lock:
+                    model.calls += 1
+                time.sleep(model.latency_s)
+                body = json.dumps(
+                    {
+                        "id": f"chatcmpl-{uuid.uuid4().hex}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": request.get("model", "gpt-bench"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": SlowModel.REPLY},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 900,
+                            "completion_tokens": 10,
+                            "total_tokens": 910,
+                        },
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        self._server.daemon_threads = True
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> SlowModel:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 @contextmanager
 def bot_process(
-    database: Database, fake: FakeSlack, scripts: str, log: Path, callgrind: Path | None = None
+    database: Database,
+    fake: FakeSlack,
+    scripts: str,
+    log: Path,
+    callgrind: Path | None = None,
+    model: SlowModel | None = None,
 ) -> Iterator[tuple[str, int]]:
     """`artbot serve` in a process of its own on a free loopback port; its base URL and pid.
     Its log lines go to `log`; it is stopped with SIGTERM (then killed) afterwards. Given
-    `callgrind`, it runs under valgrind's callgrind, its dumps written as `callgrind`.<n>."""
+    `callgrind`, it runs under valgrind's callgrind, its dumps written as `callgrind`.<n>;
+    given `model`, its assistant asks that model."""
     port = free_port()
     env = {
         name: value
@@ -366,6 +453,13 @@ def bot_process(
         "NO_PROXY": f"{LOOPBACK},localhost",
         "no_proxy": f"{LOOPBACK},localhost",
     }
+    if model is not None:
+        env |= {
+            "ARTBOT_LLM_MODEL": "gpt-bench",
+            "ARTBOT_LLM_BASE_URL": model.base_url,
+            "ARTBOT_LLM_API_KEY": SlowModel.API_KEY,
+            "ARTBOT_LLM_TIMEOUT_S": str(max(20.0, model.latency_s * 4)),
+        }
     command = [sys.executable, "-m", "artbot.cli", "serve", "--host", LOOPBACK, "--port", str(port)]
     if callgrind is not None:
         # Not instrumented (so about five times faster, not fifty) until `callgrind_start`.
@@ -468,6 +562,11 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
         FakeSlack() as fake,
         tempfile.TemporaryDirectory(prefix="artbot-bench-scripts-") as scripts,
         tempfile.TemporaryDirectory(prefix="artbot-bench-callgrind-") as counts,
+        (
+            SlowModel(args.model_latency_ms / 1000)
+            if args.model_latency_ms is not None
+            else nullcontext()
+        ) as model,
     ):
         callgrind = Path(counts) / "callgrind.out" if args.instructions else None
         assert urlsplit(fake.root_url).hostname == LOOPBACK
@@ -475,7 +574,7 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
         for method in SLACK_METHODS:
             fake.delay(method, args.slack_latency_ms / 1000)
         log = Path(tempfile.gettempdir()) / f"artbot-bench-bot-{database.label.lower()}.log"
-        with bot_process(database, fake, scripts, log, callgrind) as (base, pid):
+        with bot_process(database, fake, scripts, log, callgrind, model) as (base, pid):
             url = f"{base}{EVENTS_PATH}"
             # One wizard first, unmeasured: imports, statement caches, connections.
             warmup = Run("warm-up", 1, 2, slowdown=slowdown)
@@ -503,6 +602,7 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
                 run.bot_instructions = callgrind_instructions(pid, callgrind)
             time.sleep(1.0)  # a late double would land now
             run.doubled = sum(user.doubled() for user in users)
+            run.model_calls = model.calls if model is not None else None
             status, metrics = http_get(f"{base}/metrics")
             if status == 200:
                 run.bot_acks = acks_counted(metrics)
@@ -537,6 +637,14 @@ def report(run: Run, args: argparse.Namespace) -> str:
         f"{len(done)}/{planned} turns in {run.wall_s:.2f} s: {rate:.1f} turns/s",
         f"acks >= 3 s: {slow_acks}   lost turns: {len(lost)}   doubled turns: {run.doubled}   "
         f"non-200 acks: {refused}",
+        *(
+            [
+                f"the assistant asked its model {run.model_calls} times, each answered after "
+                f"{args.model_latency_ms:g} ms"
+            ]
+            if run.model_calls is not None
+            else []
+        ),
         f"{'kind':<8} {'n':>5} {'ack p50':>8} {'ack p99':>8} {'turn p50':>9} {'turn p99':>9}  (ms)",
     ]
     for kind in ("command", "click", "reply", "all"):
@@ -606,6 +714,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="delay the fake Slack adds to each chat.* and views.* call (real Slack: ~100) [0]",
     )
     parser.add_argument(
+        "--model-latency-ms",
+        type=float,
+        default=None,
+        help="give the bot an assistant whose model (a fake on loopback) answers after this "
+        "long (a real one: seconds); it is asked once a wizard, at turn 5 [no assistant]",
+    )
+    parser.add_argument(
         "--max-seconds", type=float, default=60.0, help="cap on each database's run [60]"
     )
     parser.add_argument(
@@ -630,6 +745,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--turns must be 0 to {len(WIZARD)}")
     if not 0 < args.max_seconds <= 600 or not 0 <= args.slack_latency_ms <= 5000:
         parser.error("--max-seconds must be in (0, 600], --slack-latency-ms in [0, 5000]")
+    if args.model_latency_ms is not None and not 0 <= args.model_latency_ms <= 60_000:
+        parser.error("--model-latency-ms must be in [0, 60000]")
     if args.instructions and not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         parser.error("--instructions needs valgrind (with callgrind_control) on the PATH")
     if args.only == "postgres" and not args.postgres:
