@@ -9,8 +9,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from bot.app import LISTENER_SLOTS
 from bot.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
 from bot.outbox import Outbox
 from bot.wizard import Incoming
-from bot.work_slots import WorkSlots
 from flows import TRAIN_RL, Reply, advance
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.openai_server import FakeOpenAI, Scripted
@@ -291,14 +290,12 @@ def test_a_proposal_too_long_for_a_button_is_kept_by_the_bot(
     assert stored_answers(user)["replayable"] == "static"
 
 
-@dataclass
-class SlotsWatched:
-    """The real model, noting while it thinks whether the calling listener thread holds a work
-    slot, and how many are free."""
+@dataclass(frozen=True)
+class WhileItThinks:
+    """The real model, with `meanwhile` run each time it is asked, before it answers."""
 
     model: ChatModel
-    slots: WorkSlots
-    seen: list[tuple[bool, int]] = field(default_factory=list)
+    meanwhile: Callable[[], None]
 
     def complete(
         self,
@@ -307,7 +304,7 @@ class SlotsWatched:
         schema: Mapping[str, Any] | None = None,
         max_tokens: int,
     ) -> Completion:
-        self.seen.append((self.slots.held_here(), self.slots.free))
+        self.meanwhile()
         return self.model.complete(messages, schema=schema, max_tokens=max_tokens)
 
 
@@ -316,40 +313,30 @@ def test_a_listener_thread_gives_its_work_slot_back_while_the_model_thinks(
 ) -> None:
     service = user.bot.service
     assert service.assistant is not None
-    watched = SlotsWatched(service.assistant.model, service.slots)
+    seen: list[tuple[bool, int]] = []  # does the listener thread hold a slot; how many are free
+    watched = WhileItThinks(
+        service.assistant.model,
+        lambda: seen.append((service.slots.held_here(), service.slots.free)),
+    )
     service.assistant = Assistant(watched, service.assistant.budget)
     model.script(reading("static", "Logged conversations are static."))
 
     user.reply("we have logs of past chats")
 
     # Seconds of waiting on a model must not keep one of the few slots every turn needs.
-    assert watched.seen == [(False, LISTENER_SLOTS)]
+    assert seen == [(False, LISTENER_SLOTS)]
     assert proposals(user) != []
     assert service.slots.free == LISTENER_SLOTS
 
 
-@dataclass(frozen=True)
-class SavedMeanwhile:
-    """The real model, but another reply of the owner is saved while it thinks (the race a
-    slow model call makes likely)."""
-
-    model: ChatModel
-    user: SlackUser
-    answer: str
-
-    def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        schema: Mapping[str, Any] | None = None,
-        max_tokens: int,
-    ) -> Completion:
-        service = self.user.bot.service
-        stored = service.store.get(self.user.key)
-        assert stored is not None
-        answered = advance(TRAIN_RL, stored.session, Reply(text=self.answer)).session
-        service.store.save(self.user.key, answered, expected_revision=stored.session.revision)
-        return self.model.complete(messages, schema=schema, max_tokens=max_tokens)
+def save_another_answer(user: SlackUser, answer: str) -> None:
+    """Another reply of the owner saved while the model thinks (the race a slow model call
+    makes likely)."""
+    service = user.bot.service
+    stored = service.store.get(user.key)
+    assert stored is not None
+    answered = advance(TRAIN_RL, stored.session, Reply(text=answer)).session
+    service.store.save(user.key, answered, expected_revision=stored.session.revision)
 
 
 def test_after_a_lost_race_the_reply_goes_to_the_engine_alone(
@@ -357,7 +344,7 @@ def test_after_a_lost_race_the_reply_goes_to_the_engine_alone(
 ) -> None:
     service = user.bot.service
     assert service.assistant is not None
-    racing = SavedMeanwhile(service.assistant.model, user, "static")
+    racing = WhileItThinks(service.assistant.model, lambda: save_another_answer(user, "static"))
     service.assistant = Assistant(racing, service.assistant.budget)
     model.script(reading("yes", "Replayable."))
 
