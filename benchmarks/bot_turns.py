@@ -26,9 +26,9 @@ per completed turn (counted from the users' start to their end): a figure that s
 one run to the next on a shared VM whose CPU speed does not, so a change can be judged in one
 pair of runs. The bot is about fifty times slower there: use few users (it prints no latency).
 
---model-latency-ms gives the bot an assistant (ARTBOT_LLM_*) whose model is `SlowModel`, an
-OpenAI-compatible server in this process that answers every call after that long, with no
-advice: each wizard asks it once, when its scenarios are given (turn 5).
+--model-latency-ms gives the bot an assistant (ARTBOT_LLM_*) whose model is the fake OpenAI of
+tests/fakes (strict: it refuses what OpenAI refuses) in this process, answering every call after
+that long with no advice: each wizard asks it once, when its scenarios are given (turn 5).
 
 Bounded: at most MAX_USERS users and len(WIZARD) turns each, every wait capped, and the run
 for one database stops at --max-seconds whatever is left. Only 127.0.0.1 is contacted.
@@ -56,7 +56,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -68,6 +67,7 @@ from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
 from storage.database import create_database_engine  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Scripted  # noqa: E402
 from tests.fakes.slack_api import Call, FakeSlack  # noqa: E402
 from tests.fakes.slack_requests import (  # noqa: E402
     SignedRequest,
@@ -105,6 +105,8 @@ WIZARD: tuple[tuple[str, str], ...] = (
     ("click", "All scenarios"),
 )
 SLACK_METHODS = ("chat.postMessage", "chat.update", "chat.postEphemeral", "views.publish")
+NO_ADVICE = Scripted.json({"recommendations": []})
+"""The model's every reply with --model-latency-ms: the advice asked for at turn 5, none."""
 
 
 @dataclass(frozen=True)
@@ -350,80 +352,6 @@ def http_get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-class SlowModel:
-    """An OpenAI-compatible chat completions server on loopback for the assistant, answering
-    every request after `latency_s` as OpenAI does (the chat.completion object, usage
-    included) with no recommendations: the one model call of these wizards is the advice asked
-    for once the scenarios are given (turn 5). A real model takes seconds."""
-
-    API_KEY = "bench-key-not-a-secret"
-    REPLY = json.dumps({"recommendations": []})
-
-    def __init__(self, latency_s: float) -> None:
-        self.latency_s = latency_s
-        self.calls = 0
-        self._lock = threading.Lock()
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                request = json.loads(self.rfile.read(length) or b"{}")
-                if self.path != "/v1/chat/completions" or self.headers.get("Authorization") != (
-                    f"Bearer {SlowModel.API_KEY}"
-                ):
-                    self.send_error(404 if self.path != "/v1/chat/completions" else 401)
-                    return
-                with model._lock:
-                    model.calls += 1
-                time.sleep(model.latency_s)
-                body = json.dumps(
-                    {
-                        "id": f"chatcmpl-{uuid.uuid4().hex}",
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": request.get("model", "gpt-bench"),
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": SlowModel.REPLY},
-                                "finish_reason": "stop",
-                            }
-                        ],
-                        "usage": {
-                            "prompt_tokens": 900,
-                            "completion_tokens": 10,
-                            "total_tokens": 910,
-                        },
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
-        self._server.daemon_threads = True
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{LOOPBACK}:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> SlowModel:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
 @contextmanager
 def bot_process(
     database: Database,
@@ -431,7 +359,7 @@ def bot_process(
     scripts: str,
     log: Path,
     callgrind: Path | None = None,
-    model: SlowModel | None = None,
+    model: FakeOpenAI | None = None,
 ) -> Iterator[tuple[str, int]]:
     """`artbot serve` in a process of its own on a free loopback port; its base URL and pid.
     Its log lines go to `log`; it is stopped with SIGTERM (then killed) afterwards. Given
@@ -457,7 +385,7 @@ def bot_process(
         env |= {
             "ARTBOT_LLM_MODEL": "gpt-bench",
             "ARTBOT_LLM_BASE_URL": model.base_url,
-            "ARTBOT_LLM_API_KEY": SlowModel.API_KEY,
+            "ARTBOT_LLM_API_KEY": model.key,
             "ARTBOT_LLM_TIMEOUT_S": str(max(20.0, model.latency_s * 4)),
         }
     command = [sys.executable, "-m", "artbot.cli", "serve", "--host", LOOPBACK, "--port", str(port)]
@@ -563,7 +491,7 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
         tempfile.TemporaryDirectory(prefix="artbot-bench-scripts-") as scripts,
         tempfile.TemporaryDirectory(prefix="artbot-bench-callgrind-") as counts,
         (
-            SlowModel(args.model_latency_ms / 1000)
+            FakeOpenAI(latency_s=args.model_latency_ms / 1000, otherwise=NO_ADVICE)
             if args.model_latency_ms is not None
             else nullcontext()
         ) as model,
@@ -602,7 +530,9 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
                 run.bot_instructions = callgrind_instructions(pid, callgrind)
             time.sleep(1.0)  # a late double would land now
             run.doubled = sum(user.doubled() for user in users)
-            run.model_calls = model.calls if model is not None else None
+            if model is not None:
+                run.model_calls = len(model.requests)
+                run.errors += [f"the model refused: {why}" for why in model.refused]
             status, metrics = http_get(f"{base}/metrics")
             if status == 200:
                 run.bot_acks = acks_counted(metrics)

@@ -10,7 +10,8 @@ reference, `x-request-id`, `retry-after` on 429), refuses requests OpenAI refuse
 a malformed body, `max_tokens` below 1, a strict json_schema whose objects, at any depth, do not
 require every property or allow others, or whose arrays give no `items`) with OpenAI's 400/401
 bodies, records every request, and replies from a script: content,
-a status, or a hang until the server stops (a timeout, with no clock in the test).
+a status, or a hang until the server stops (a timeout, with no clock in the test). For a
+benchmark: `latency_s` before each reply, and `otherwise` once the script is used up.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class FakeOpenAI:
     requests: list[JsonObject] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     """Why requests were refused (a test expecting none asserts this is empty)."""
+    latency_s: float = 0.0
+    """How long the model thinks before each reply (a real one: seconds)."""
+    otherwise: Scripted | None = None
+    """The reply once the script is used up (None: a 500, counted as refused)."""
     _script: deque[Scripted] = field(default_factory=deque)
     _stopping: threading.Event = field(default_factory=threading.Event)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -140,7 +145,9 @@ class FakeOpenAI:
             return self._error(handler, 400, "invalid_request_error", problem)
         with self._lock:
             self.requests.append(body)
-            scripted = self._script.popleft() if self._script else None
+            scripted = self._script.popleft() if self._script else self.otherwise
+        if self.latency_s:
+            self._stopping.wait(self.latency_s)
         if scripted is None:
             self.refused.append("no scripted reply left")
             return self._error(handler, 500, "server_error", "No scripted reply left.")
