@@ -1,6 +1,6 @@
 """How fast the Slack bot acks and answers when many people run wizards at once. Prints numbers.
 
-    uv run python benchmarks/bot_turns.py [--users 20] [--turns 6] [--postgres URL]
+    uv run python benchmarks/bot_turns.py [--users 20] [--turns 6] [--rounds 1] [--postgres URL]
                                           [--slack-latency-ms 0] [--max-seconds 60]
                                           [--repeat 1] [--only sqlite|postgres]
                                           [--instructions] [--model-latency-ms MS]
@@ -11,7 +11,10 @@ SQLite (a temporary file) and, with --postgres or ARTBOT_TEST_POSTGRES_URL, on P
 (a throwaway database, dropped afterwards). This process holds the fake Slack and the simulated
 users: each, in a channel of their own and all at once, sends a signed `/train-rl` and then
 walks the wizard's first questions with thread replies and button clicks, each sent only once
-the bot has asked the question (a closed loop, like a person).
+the bot has asked the question (a closed loop, like a person). With --rounds R each user walks R
+wizards one after another (a new /train-rl each), so that a run at 20 users lasts long enough for
+its p99 to be more than its two slowest turns. Before the users, one wizard walks the same steps
+unmeasured (imports, templates, statement caches, connections: a bot that has been up a while).
 
 Measured per request kind:
 - ack: from sending the HTTP request to the bot's HTTP response (Slack wants it under 3 s);
@@ -80,6 +83,7 @@ from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET  # noqa: E402
 
 MAX_USERS = 200
 MAX_REPEAT = 10
+MAX_ROUNDS = 20
 WAIT_CAP_S = 15.0
 HTTP_TIMEOUT_S = 10.0
 BOT_START_S = 60.0
@@ -217,22 +221,31 @@ class SimulatedUser:
         self.run = run
         self.deadline = deadline
         self.thread = ""
+        self.threads: list[str] = []
         self.question: Call | None = None
 
-    def walk(self, turns: int, start: threading.Barrier | None = None) -> None:
-        """The command, then `turns` answers; stops at the first turn that gets no question."""
+    def walk(self, turns: int, start: threading.Barrier | None = None, rounds: int = 1) -> None:
+        """`rounds` wizards one after another, each the command then `turns` answers; stops at
+        the first turn that gets no question."""
         try:
             if start is not None:
                 start.wait(timeout=WAIT_CAP_S * self.run.slowdown)
-            if not self.command():
-                return
-            for kind, answer in WIZARD[:turns]:
-                if not (self.click(answer) if kind == "click" else self.reply(answer)):
+            for _ in range(rounds):
+                if not self.wizard(turns):
                     return
         except Deadline:
             self.run.error(f"{self.user}: stopped by --max-seconds")
         except Exception as error:  # a benchmark reports what broke and carries on
             self.run.error(f"{self.user}: {type(error).__name__}: {error}")
+
+    def wizard(self, turns: int) -> bool:
+        """A new wizard: the command, then `turns` answers; False at a turn with no question."""
+        if not self.command():
+            return False
+        for kind, answer in WIZARD[:turns]:
+            if not (self.click(answer) if kind == "click" else self.reply(answer)):
+                return False
+        return True
 
     def command(self) -> bool:
         sent = time.monotonic()
@@ -241,6 +254,7 @@ class SimulatedUser:
         if parent is None or not parent.response:
             return self.record("command", sent, status, ack, None)
         self.thread = str(parent.response["ts"])
+        self.threads.append(self.thread)
         return self.record("command", sent, status, ack, self.next_question(sent))
 
     def reply(self, answer: str) -> bool:
@@ -302,9 +316,12 @@ class SimulatedUser:
         return question is not None and status == 200
 
     def doubled(self) -> int:
-        """Questions posted more than once in this thread (the same text twice)."""
-        texts = [str(c.params.get("text")) for c in self.box.posts if is_question(c, self.thread)]
-        return len(texts) - len(set(texts))
+        """Questions posted more than once in one of this user's threads (the same text twice)."""
+        doubled = 0
+        for thread in self.threads:
+            texts = [str(c.params.get("text")) for c in self.box.posts if is_question(c, thread)]
+            doubled += len(texts) - len(set(texts))
+        return doubled
 
 
 # ---- one database, one bot process -----------------------------------------------------------
@@ -485,7 +502,7 @@ def bot_side_ack_bounds(metrics: str) -> dict[float, float]:
 def run_one(database: Database, args: argparse.Namespace) -> Run:
     """Start the fake Slack and the bot on `database`, let the users loose, stop everything."""
     slowdown = VALGRIND_SLOWDOWN if args.instructions else 1.0
-    run = Run(database.label, args.users, args.turns + 1, slowdown=slowdown)
+    run = Run(database.label, args.users, (args.turns + 1) * args.rounds, slowdown=slowdown)
     with (
         FakeSlack() as fake,
         tempfile.TemporaryDirectory(prefix="artbot-bench-scripts-") as scripts,
@@ -504,10 +521,11 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
         log = Path(tempfile.gettempdir()) / f"artbot-bench-bot-{database.label.lower()}.log"
         with bot_process(database, fake, scripts, log, callgrind, model) as (base, pid):
             url = f"{base}{EVENTS_PATH}"
-            # One wizard first, unmeasured: imports, statement caches, connections.
-            warmup = Run("warm-up", 1, 2, slowdown=slowdown)
+            # One wizard first, unmeasured, through every step the users will take: imports,
+            # templates, statement caches, connections (a bot that has been up a while).
+            warmup = Run("warm-up", 1, args.turns + 1, slowdown=slowdown)
             until = time.monotonic() + 30 * slowdown
-            SimulatedUser(MAX_USERS, boxes, url, warmup, until).walk(1)
+            SimulatedUser(MAX_USERS, boxes, url, warmup, until).walk(args.turns)
             if warmup.errors:
                 run.errors += [f"warm-up: {e}" for e in warmup.errors]
             deadline = time.monotonic() + args.max_seconds * slowdown
@@ -517,7 +535,7 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
                 callgrind_start(pid)
             with ThreadPoolExecutor(max_workers=len(users)) as pool:
                 for user in users:
-                    pool.submit(user.walk, args.turns, start)
+                    pool.submit(user.walk, args.turns, start, args.rounds)
                 start.wait(timeout=WAIT_CAP_S * slowdown)
                 began = time.monotonic()
                 bot_cpu, harness_cpu = process_cpu_s(pid), time.process_time()
@@ -562,7 +580,8 @@ def report(run: Run, args: argparse.Namespace) -> str:
     slow_acks = sum(1 for s in run.samples if s.ack_s >= 3.0)
     refused = sum(1 for s in run.samples if s.status != 200)
     lines = [
-        f"{run.label}: {run.users} users x {run.turns_per_user} turns, bot in its own process, "
+        f"{run.label}: {run.users} users x {run.turns_per_user} turns"
+        f"{f' ({args.rounds} wizards each)' if args.rounds > 1 else ''}, bot in its own process, "
         f"fake Slack latency {args.slack_latency_ms:g} ms",
         f"{len(done)}/{planned} turns in {run.wall_s:.2f} s: {rate:.1f} turns/s",
         f"acks >= 3 s: {slow_acks}   lost turns: {len(lost)}   doubled turns: {run.doubled}   "
@@ -627,6 +646,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"answers per user after /train-rl, at most {len(WIZARD)} [6]",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="wizards per user, one after another (a new /train-rl each), for a run long "
+        f"enough that its p99 is not a handful of turns, at most {MAX_ROUNDS} [1]",
+    )
+    parser.add_argument(
         "--postgres",
         default=os.environ.get("ARTBOT_TEST_POSTGRES_URL"),
         metavar="URL",
@@ -671,6 +697,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--repeat must be 1 to {MAX_REPEAT}")
     if not 1 <= args.users <= MAX_USERS:
         parser.error(f"--users must be 1 to {MAX_USERS}")
+    if not 1 <= args.rounds <= MAX_ROUNDS:
+        parser.error(f"--rounds must be 1 to {MAX_ROUNDS}")
     if not 0 <= args.turns <= len(WIZARD):
         parser.error(f"--turns must be 0 to {len(WIZARD)}")
     if not 0 < args.max_seconds <= 600 or not 0 <= args.slack_latency_ms <= 5000:
