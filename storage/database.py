@@ -8,6 +8,7 @@ wizard's sessions, the bot's records, the runner's jobs) opens its engine here.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import threading
@@ -120,23 +121,64 @@ connection's start-up each time): at 200 users on PostgreSQL, 51 to 56 turns/s a
 with 20 (benchmarks/bot_turns.py, three runs each)."""
 POOL_OVERFLOW = 10
 
-_SQLITE_TURNS: dict[Path | None, threading.RLock] = {}
+
+class WriterTurns:
+    """Transactions on one SQLite file take turns: the threads of a process on a re-entrant lock,
+    and processes on an exclusive `flock` of a file beside the database (`<file>-writers`),
+    taken by the outermost hold of a thread. Both wake a waiter as soon as the holder lets go.
+    SQLite lets one writer in at a time and a second one waits in its busy handler, which sleeps
+    in steps of up to 100 ms however soon the lock frees: under a few concurrent writers, most of
+    a turn went to those sleeps, and with several bot processes (`artbot serve --workers`) their
+    turn p99 tripled. The database's own locking stays the guarantee; this is only the queue."""
+
+    def __init__(self, lock_file: Path | None) -> None:
+        self._threads = threading.RLock()
+        self._depth = threading.local()
+        self._lock_file = lock_file
+        self._descriptor: int | None = None
+
+    def __enter__(self) -> WriterTurns:
+        self._threads.acquire()
+        depth = getattr(self._depth, "value", 0)
+        if depth == 0 and self._lock_file is not None:
+            try:
+                fcntl.flock(self._file(), fcntl.LOCK_EX)
+            except BaseException:
+                self._threads.release()
+                raise
+        self._depth.value = depth + 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth.value -= 1
+        try:
+            if self._depth.value == 0 and self._descriptor is not None:
+                fcntl.flock(self._descriptor, fcntl.LOCK_UN)
+        finally:
+            self._threads.release()
+
+    def _file(self) -> int:
+        """The lock file's descriptor, opened once (under the thread lock)."""
+        if self._descriptor is None:
+            assert self._lock_file is not None
+            self._descriptor = os.open(self._lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+        return self._descriptor
+
+
+_SQLITE_TURNS: dict[Path | None, WriterTurns] = {}
 _SQLITE_TURNS_GUARD = threading.Lock()
 
 
 def writer_turns(engine: Engine) -> contextlib.AbstractContextManager[object]:
-    """What a transaction on `engine` holds while it runs. SQLite lets one writer at a time in,
-    and a second one waits in its busy handler, which sleeps in steps of up to 100 ms however
-    soon the lock is free: under a few concurrent writers, most of a turn went to those sleeps.
-    So the threads of a process take turns on a lock of their own per file (re-entrant, woken as
-    soon as it is free), and only other processes meet the busy handler. Other databases:
-    nothing to hold."""
+    """What a transaction on `engine` holds while it runs: on SQLite, its file's `WriterTurns`
+    (one per file in a process); other databases: nothing to hold."""
     if engine.url.get_backend_name() != "sqlite":
         return contextlib.nullcontext()
     file = sqlite_file(engine.url)
     key = file.resolve() if file is not None else None
+    lock_file = key.with_name(f"{key.name}-writers") if key is not None else None
     with _SQLITE_TURNS_GUARD:
-        return _SQLITE_TURNS.setdefault(key, threading.RLock())
+        return _SQLITE_TURNS.setdefault(key, WriterTurns(lock_file))
 
 
 def create_database_engine(url: str | None = None) -> Engine:
