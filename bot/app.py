@@ -48,6 +48,7 @@ from bot.outbox import Outbox
 from bot.outbox_worker import OutboxWorker
 from bot.script_results import Dryrun, ScriptResults
 from bot.settings import BotSettings
+from bot.shards import ALONE, Shard
 from bot.slack_records import SlackRecords
 from bot.threads import ThreadPoster
 from bot.wizard import FLOWS, WizardService
@@ -202,16 +203,20 @@ def build_service(
 
 
 def start_outbox(
-    service: WizardService, client_for: ClientFor, metrics: BotMetrics | None = None
+    service: WizardService,
+    client_for: ClientFor,
+    metrics: BotMetrics | None = None,
+    shard: Shard = ALONE,
 ) -> OutboxWorker:
     """Deliver the service's outbox, each thread through its team's client (`client_for`), from
     now on (what an earlier process left undelivered first), its depth and retries counted in
-    `metrics`. One per database: the serve process's."""
+    `metrics`. One per database, or per shard of it: the serve process's."""
     worker = OutboxWorker(
         service.outbox,
         client_for,
         generate=service.generate,
         on_retry=metrics.outbox_retries.inc if metrics is not None else None,
+        shard=shard,
     )
     if metrics is not None:
         metrics.watch_outbox(service.outbox.depth)

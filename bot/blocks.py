@@ -33,7 +33,7 @@ RUN_COMPARE_ACTION = "run_compare_previous"
 RUN_TRY_ACTION = "run_try"
 """A succeeded run's *Try it*: a modal asking for a prompt (bot.runs.tryit)."""
 TRY_MODAL = "run_try_modal"
-"""The callback_id of that modal; its private_metadata is the run's id."""
+"""The callback_id of that modal; its private_metadata is the run's id, a space, its channel."""
 RESULT_STEP = "result"
 """How the result buttons are remembered among the thread's question messages (no flow step
 has this id)."""

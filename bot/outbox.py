@@ -27,8 +27,10 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    false,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -39,6 +41,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_co
 from assistant import Proposal
 from bot.blocks import PROPOSAL_STEP, SlackMessage
 from bot.drafts import offered_text
+from bot.shards import ALONE, Shard
 from bot.slack_records import QUESTIONS, QuestionMessage, unanswered_questions
 from bot.thread_effects import (
     Ask,
@@ -470,13 +473,25 @@ class Outbox(SqlStore):
             )
             return _rowcount(result)
 
-    def release_claims(self) -> int:
-        """Make effects claimed by a worker that is gone (an earlier process) due now. Only for
-        the one worker of a database, at its start."""
+    def release_claims(self, shard: Shard = ALONE) -> int:
+        """Make effects claimed by a worker that is gone (an earlier process of `shard`) due now.
+        Only for the one worker of a database, or of a shard, at its start."""
+        claimed = and_(_pending(), OutboxRow.in_doubt == 1)
         with self._transaction() as orm:
+            if not shard.alone:  # only this shard's threads: the other workers' are live
+                threads = orm.execute(
+                    select(OutboxRow.team, OutboxRow.channel, OutboxRow.thread)
+                    .where(claimed)
+                    .distinct()
+                )
+                mine = [SessionKey(*row) for row in threads if shard.owns(SessionKey(*row))]
+                claimed = and_(
+                    claimed,
+                    or_(*(_in(key) for key in mine)) if mine else false(),
+                )
             result = orm.execute(
                 update(OutboxRow)
-                .where(_pending(), OutboxRow.in_doubt == 1)
+                .where(claimed)
                 .values(next_attempt_at=self._clock())
                 .execution_options(synchronize_session=False)
             )

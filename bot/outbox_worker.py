@@ -30,6 +30,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.outbox import Claimed, Outbox, Settlement, question_asked
+from bot.shards import ALONE, Shard
 from bot.slack_records import QuestionMessage
 from bot.thread_effects import Ask, Generate, Offer, Post, Retire, Update, Upload
 from storage.sessions import SessionKey
@@ -78,8 +79,12 @@ class OutboxWorker:
         lease: timedelta = LEASE,
         poll_s: float = 5.0,
         on_retry: Callable[[], None] | None = None,
+        shard: Shard = ALONE,
     ) -> None:
         self.outbox = outbox
+        self.shard = shard
+        """The threads this process delivers (`artbot serve --workers`: its channels' ones);
+        another shard's effects queued here wait for their own worker's loop."""
         self._on_retry = on_retry
         self._client_for = client_for
         self._generate = generate
@@ -104,7 +109,7 @@ class OutboxWorker:
         """Deliver from a daemon thread until `stop`; what is already queued goes first, and
         what an earlier process was delivering when it died is due at once."""
         if self._thread is None:
-            released = self.outbox.release_claims()
+            released = self.outbox.release_claims(self.shard)
             if released:
                 log.info("taking over %d outbox effects from an earlier process", released)
             self.outbox.subscribe(self.deliver_now)
@@ -143,7 +148,9 @@ class OutboxWorker:
         """Start a drain for every thread whose oldest effect is due; seconds until the next."""
         now = self.outbox.now()
         wait = self._poll_s
-        for key, due in self.outbox.due_threads(limit=500):
+        for key, due in self.outbox.due_threads(limit=500 * self.shard.count):
+            if not self.shard.owns(key):
+                continue
             if due > now:
                 wait = min(wait, (due - now).total_seconds())
                 continue
@@ -156,8 +163,9 @@ class OutboxWorker:
 
     def deliver_now(self, key: SessionKey) -> None:
         """Deliver the thread's effects from the calling thread (the listener that just saved a
-        turn); if another drain has the thread, it takes these too before it ends."""
-        if self._stop.is_set():
+        turn); if another drain has the thread, it takes these too before it ends. Another
+        shard's thread is left to its worker's loop."""
+        if self._stop.is_set() or not self.shard.owns(key):
             return
         with self._guard:
             if key in self._busy:
@@ -170,8 +178,8 @@ class OutboxWorker:
 
     def hold(self, key: SessionKey) -> bool:
         """Take the thread's delivery for a turn being saved; False if a drain has it (that
-        drain takes the turn's effects too)."""
-        if self._stop.is_set():
+        drain takes the turn's effects too), or it is another shard's."""
+        if self._stop.is_set() or not self.shard.owns(key):
             return False
         with self._guard:
             if key in self._busy:

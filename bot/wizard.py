@@ -33,6 +33,7 @@ from bot.outbox import Outbox, TurnEffects
 from bot.runs.rerun import rerun_turn
 from bot.runs.rollouts import rollouts_request
 from bot.script_results import ScriptResults
+from bot.shards import ALONE, Shard
 from bot.slack_records import DuplicateDelivery, SlackRecords
 from bot.slack_text import clip, escape
 from bot.thread_effects import Generate, Post, Retire, ThreadEffect, turn_effects
@@ -726,10 +727,10 @@ class WizardService:
             return STOPPED
         return EXPIRED
 
-    def expire_idle(self, older_than: timedelta) -> list[SessionKey]:
-        """Expire sessions idle for longer than `older_than`, with a note in each thread (through
-        the outbox: a team the app left gives it up)."""
-        expired = self.store.expire_idle(older_than)
+    def expire_idle(self, older_than: timedelta, shard: Shard = ALONE) -> list[SessionKey]:
+        """Expire sessions (of `shard`'s channels) idle for longer than `older_than`, with a note
+        in each thread (through the outbox: a team the app left gives it up)."""
+        expired = self.store.expire_idle(older_than, None if shard.alone else shard.owns)
         hours = older_than.total_seconds() / 3600
         said = text_message(
             f":zzz: This wizard expired after {hours:g} hours without an answer. "
@@ -739,9 +740,10 @@ class WizardService:
             self.outbox.enqueue(key, [Retire(None, "Expired"), Post(said)])
         return expired
 
-    def tidy(self, idle: timedelta) -> None:
-        """Expire idle sessions (with a note in their threads) and forget old delivery ids."""
-        self.expire_idle(idle)
+    def tidy(self, idle: timedelta, shard: Shard = ALONE) -> None:
+        """Expire idle sessions of `shard` (with a note in their threads) and forget old
+        delivery ids."""
+        self.expire_idle(idle, shard)
         self.records.forget_deliveries(DELIVERIES_KEPT)
         self.outbox.forget_delivered(DELIVERIES_KEPT)
 

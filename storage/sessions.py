@@ -29,6 +29,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -300,14 +301,29 @@ class SessionStore(SqlStore):
             raise SessionExpired(f"the session for {key} expired after being idle")
         raise StaleSession(key, expected_revision, row.revision)
 
-    def expire_idle(self, older_than: timedelta) -> list[SessionKey]:
-        """Mark active sessions idle for longer than `older_than` as expired; return their keys."""
+    def expire_idle(
+        self, older_than: timedelta, owns: Callable[[SessionKey], bool] | None = None
+    ) -> list[SessionKey]:
+        """Mark active sessions idle for longer than `older_than` (those `owns` says, if given)
+        as expired; return their keys."""
         now = self._clock()
         idle = and_(
             SessionRow.status == "active",
             SessionRow.expired_at.is_(None),
             SessionRow.updated_at < now - older_than,
         )
+        if owns is not None:  # a worker of several expires its own channels' sessions only
+            with self._reading() as orm:
+                candidates = [
+                    SessionKey(*row)
+                    for row in orm.execute(
+                        select(SessionRow.team, SessionRow.channel, SessionRow.thread).where(idle)
+                    )
+                ]
+            mine = [key for key in candidates if owns(key)]
+            if not mine:
+                return []
+            idle = and_(idle, or_(*(_key_is(key) for key in mine)))
         statement = (
             update(SessionRow)
             .where(idle)

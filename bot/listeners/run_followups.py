@@ -60,7 +60,8 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
             )
             return
         ack()  # the modal closes; the reply goes into the run's thread
-        metadata = str(view.get("private_metadata") or "")
+        # "<run id> <channel>" (the channel routes it); a modal opened before: "<run id>".
+        metadata = str(view.get("private_metadata") or "").partition(" ")[0]
         if not metadata.isdigit():
             return
         user = body["user"]["id"]

@@ -26,6 +26,7 @@ from bot.installations import ClientFor, NotInstalled
 from bot.runs.notifier import CARD_MIN_INTERVAL
 from bot.runs.service import RunService
 from bot.runs.store import Run
+from bot.shards import ALONE, Shard
 from runner.client import AsyncRunnerClient, RunnerClientError, RunnerRejected
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,11 @@ class RunFollower:
         wait_s: float = WAIT_S,
         backoff: Backoff = Backoff(),
         on_error: Callable[[Exception], None] | None = None,
+        shard: Shard = ALONE,
     ) -> None:
-        """`runner` is used on the follower's own loop only and closed when it stops."""
+        """`runner` is used on the follower's own loop only and closed when it stops; only the
+        runs in `shard`'s threads are followed (`artbot serve --workers`)."""
+        self._shard = shard
         self._service = service
         self._client_for = client_for
         self._runner = runner
@@ -132,7 +136,7 @@ class RunFollower:
     async def _sweep(self) -> None:
         """Submit what is due; start following each run that has a job and no task yet."""
         try:
-            await asyncio.to_thread(self._service.submit_due, self._client_for)
+            await asyncio.to_thread(self._service.submit_due, self._client_for, self._shard)
             active = await asyncio.to_thread(self._service.runs.active)
         except Exception as error:  # the database or Slack: try again at the next sweep
             self._failed("run follower sweep failed", error)
@@ -146,6 +150,8 @@ class RunFollower:
         """A long-poll task for the run, unless it has one or no job yet."""
         if self._main is None or self._main.done():
             return  # stopping
+        if not self._shard.owns(run.key):
+            return  # another worker's
         if run.job_id is not None and run.id not in self._tasks:
             self._tasks[run.id] = asyncio.create_task(
                 self._follow(run), name=f"artbot-run-{run.id}"

@@ -20,6 +20,7 @@ from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.notifier import RunNotifier
 from bot.runs.rollouts import post_rollouts, rollouts_said
 from bot.runs.store import Run, RunStore
+from bot.shards import ALONE, Shard
 from bot.slack_records import SlackRecords, script_digest
 from bot.slack_text import clip, escape
 from bot.thread_effects import ThreadEffect
@@ -240,13 +241,14 @@ class RunService:
                 continue
             self.apply(slack, run.id, page)
 
-    def submit_due(self, client_for: ClientFor) -> None:
-        """Submit the runs waiting for the runner whose next attempt is due (those of a workspace
-        the app left wait for a reinstall)."""
+    def submit_due(self, client_for: ClientFor, shard: Shard = ALONE) -> None:
+        """Submit the runs (of `shard`'s threads) waiting for the runner whose next attempt is
+        due (those of a workspace the app left wait for a reinstall)."""
         with self._submitting:  # one submitter at a time: a run is submitted once per attempt
             for run in self.runs.active():
                 if (
-                    run.job_id is None
+                    shard.owns(run.key)
+                    and run.job_id is None
                     and run.state == "waiting_for_runner"
                     and (run.next_attempt_at is None or run.next_attempt_at <= self.runs.now())
                 ):

@@ -341,11 +341,12 @@ def _duration(seconds: float) -> str:
 
 
 def try_modal(run: Run) -> dict[str, Any]:
-    """*Try it*'s modal: one prompt; its private_metadata is the run's id."""
+    """*Try it*'s modal: one prompt; its private_metadata is the run's id and its thread's
+    channel (`bot.router` sends the submission to that channel's worker)."""
     return {
         "type": "modal",
         "callback_id": TRY_MODAL,
-        "private_metadata": str(run.id),
+        "private_metadata": f"{run.id} {run.key.channel}",
         "title": {"type": "plain_text", "text": "Try the model"},
         "submit": {"type": "plain_text", "text": "Send"},
         "close": {"type": "plain_text", "text": "Close"},

@@ -91,7 +91,10 @@ def test_try_on_a_local_run_serves_its_last_checkpoint_on_the_runner_and_posts_t
 
     # The button's modal reaches the same serving job: no second start.
     modal = open_try_modal(user)
-    assert modal["callback_id"] == TRY_MODAL and modal["private_metadata"] == str(run.id)
+    assert (
+        modal["callback_id"] == TRY_MODAL
+        and modal["private_metadata"] == f"{run.id} {run.key.channel}"
+    )
     assert submit_prompt(user.bot, modal, "And 3 + 3?") == (200, "")
     wait_for_text(user, "heard: And 3 + 3?")
     assert sum("Starting the model" in t for t in texts(user)) == 1

@@ -325,6 +325,22 @@ def test_expire_idle_marks_only_idle_active_sessions(store: SessionStore, clock:
     assert still is not None and still.resumable
 
 
+def test_a_worker_of_several_expires_only_the_sessions_it_owns(
+    store: SessionStore, clock: Clock
+) -> None:
+    mine, theirs = SessionKey("T1", "C1", "1.1"), SessionKey("T1", "C2", "1.2")
+    for key in (mine, theirs):
+        store.create(key, "U1", answered(started(), "static"))
+    clock.tick(hours=30)
+
+    assert store.expire_idle(timedelta(hours=24), owns=lambda key: key.channel == "C1") == [mine]
+
+    other = store.get(theirs)
+    assert other is not None and other.resumable  # its own worker expires it
+    assert store.expire_idle(timedelta(hours=24), owns=lambda key: key.channel == "C3") == []
+    assert store.expire_idle(timedelta(hours=24)) == [theirs]
+
+
 def test_a_late_reply_does_not_revive_an_expired_session(store: SessionStore, clock: Clock) -> None:
     session = started()
     store.create(KEY, "U1", session)
