@@ -182,6 +182,16 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         default="0.0.0.0",
         help="address to listen on (Slack in HTTP mode; /healthz and /metrics in both)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="bot processes behind one router, each owning some channels' conversations "
+        "(HTTP mode; default: $ARTBOT_WORKERS or 1)",
+    )
+    # What the router's workers are started with (bot.workers), not for people.
+    parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--uds", default=None, help=argparse.SUPPRESS)
 
 
 # The one place subcommands are registered; add `chat`, `render`, `dryrun`, `serve` here.

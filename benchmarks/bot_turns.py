@@ -4,6 +4,7 @@
                                           [--slack-latency-ms 0] [--max-seconds 60]
                                           [--repeat 1] [--only sqlite|postgres]
                                           [--instructions] [--model-latency-ms MS]
+                                          [--workers 1]
 
 The bot runs as in production, in a process of its own: `artbot serve` (uvicorn, Bolt acking
 first) on 127.0.0.1, pointed by SLACK_API_URL at the recording fake Slack of tests/fakes, on
@@ -40,6 +41,7 @@ for one database stops at --max-seconds whatever is left. Only 127.0.0.1 is cont
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -84,6 +86,7 @@ from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET  # noqa: E402
 MAX_USERS = 200
 MAX_REPEAT = 10
 MAX_ROUNDS = 20
+MAX_WORKERS = 8
 WAIT_CAP_S = 15.0
 HTTP_TIMEOUT_S = 10.0
 BOT_START_S = 60.0
@@ -377,11 +380,12 @@ def bot_process(
     log: Path,
     callgrind: Path | None = None,
     model: FakeOpenAI | None = None,
+    workers: int = 1,
 ) -> Iterator[tuple[str, int]]:
     """`artbot serve` in a process of its own on a free loopback port; its base URL and pid.
     Its log lines go to `log`; it is stopped with SIGTERM (then killed) afterwards. Given
     `callgrind`, it runs under valgrind's callgrind, its dumps written as `callgrind`.<n>;
-    given `model`, its assistant asks that model."""
+    given `model`, its assistant asks that model; `workers` bot processes behind its router."""
     port = free_port()
     env = {
         name: value
@@ -406,6 +410,7 @@ def bot_process(
             "ARTBOT_LLM_TIMEOUT_S": str(max(20.0, model.latency_s * 4)),
         }
     command = [sys.executable, "-m", "artbot.cli", "serve", "--host", LOOPBACK, "--port", str(port)]
+    command += ["--workers", str(workers)]
     if callgrind is not None:
         # Not instrumented (so about five times faster, not fifty) until `callgrind_start`.
         command = [
@@ -460,9 +465,20 @@ def callgrind_instructions(pid: int, dump: Path) -> int:
 
 
 def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user and system) a process has used so far, from /proc/<pid>/stat."""
+    """CPU seconds (user and system) a process and its children (`--workers`) have used so far,
+    from /proc/<pid>/stat."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(process_cpu_s(child) for child in children(pid))
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid` (/proc/<pid>/task/*/children)."""
+    found: list[int] = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            found += [int(child) for child in listing.read_text().split()]
+    return found
 
 
 def machine_cpu_s() -> float:
@@ -519,7 +535,10 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
         for method in SLACK_METHODS:
             fake.delay(method, args.slack_latency_ms / 1000)
         log = Path(tempfile.gettempdir()) / f"artbot-bench-bot-{database.label.lower()}.log"
-        with bot_process(database, fake, scripts, log, callgrind, model) as (base, pid):
+        with bot_process(database, fake, scripts, log, callgrind, model, args.workers) as (
+            base,
+            pid,
+        ):
             url = f"{base}{EVENTS_PATH}"
             # One wizard first, unmeasured, through every step the users will take: imports,
             # templates, statement caches, connections (a bot that has been up a while).
@@ -581,6 +600,7 @@ def report(run: Run, args: argparse.Namespace) -> str:
     refused = sum(1 for s in run.samples if s.status != 200)
     lines = [
         f"{run.label}: {run.users} users x {run.turns_per_user} turns"
+        f"{f', {args.workers} bot workers' if args.workers > 1 else ''}"
         f"{f' ({args.rounds} wizards each)' if args.rounds > 1 else ''}, bot in its own process, "
         f"fake Slack latency {args.slack_latency_ms:g} ms",
         f"{len(done)}/{planned} turns in {run.wall_s:.2f} s: {rate:.1f} turns/s",
@@ -653,6 +673,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         f"enough that its p99 is not a handful of turns, at most {MAX_ROUNDS} [1]",
     )
     parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help=f"bot processes (`artbot serve --workers`), at most {MAX_WORKERS} [1]",
+    )
+    parser.add_argument(
         "--postgres",
         default=os.environ.get("ARTBOT_TEST_POSTGRES_URL"),
         metavar="URL",
@@ -697,6 +723,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--repeat must be 1 to {MAX_REPEAT}")
     if not 1 <= args.users <= MAX_USERS:
         parser.error(f"--users must be 1 to {MAX_USERS}")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        parser.error(f"--workers must be 1 to {MAX_WORKERS}")
+    if args.instructions and args.workers != 1:
+        parser.error("--instructions counts one process: use --workers 1")
     if not 1 <= args.rounds <= MAX_ROUNDS:
         parser.error(f"--rounds must be 1 to {MAX_ROUNDS}")
     if not 0 <= args.turns <= len(WIZARD):

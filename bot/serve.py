@@ -11,10 +11,12 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -26,9 +28,12 @@ from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.health import HealthCheck
 from bot.log_fields import configure_logging
+from bot.router import BotRouter
 from bot.settings import BotSettings, SettingsError, load_settings
+from bot.shards import ALONE, Shard
 from bot.web import EVENTS_PATH, BotWeb
 from bot.wizard import WizardService
+from bot.workers import WorkerFailed, WorkerProcesses
 from runner.uvicorn_server import GracefulServer
 from storage import migrations
 from storage.database import database_problem
@@ -52,11 +57,14 @@ def web_for(
     return BotWeb(health, app.metrics, app, events=socket_connected is None)
 
 
-def _config(web: BotWeb, host: str, port: int) -> uvicorn.Config:
+def _config(
+    web: BotWeb | BotRouter, host: str, port: int, uds: str | None = None
+) -> uvicorn.Config:
     return uvicorn.Config(
         web,
         host=host,
         port=port,
+        uds=uds,
         # Our own key=value lines (bot.log_fields), and no line per request: acks are counted
         # in /metrics instead.
         log_config=None,
@@ -103,13 +111,16 @@ class BotServer:
         self.stop()
 
 
-def keep_tidy(service: WizardService, idle: timedelta, stop: threading.Event) -> threading.Thread:
-    """Every EXPIRY_INTERVAL_S: expire idle sessions (a note in each thread), forget deliveries."""
+def keep_tidy(
+    service: WizardService, idle: timedelta, stop: threading.Event, shard: Shard = ALONE
+) -> threading.Thread:
+    """Every EXPIRY_INTERVAL_S: expire idle sessions of `shard` (a note in each thread), forget
+    deliveries."""
 
     def loop() -> None:
         while not stop.wait(EXPIRY_INTERVAL_S):
             try:
-                service.tidy(idle)
+                service.tidy(idle, shard)
             except Exception:
                 log.exception("periodic expiry failed")
 
@@ -118,7 +129,9 @@ def keep_tidy(service: WizardService, idle: timedelta, stop: threading.Event) ->
     return thread
 
 
-def _follow_runs(runs: RunService, app: ArtbotApp, settings: BotSettings) -> RunFollower:
+def _follow_runs(
+    runs: RunService, app: ArtbotApp, settings: BotSettings, shard: Shard
+) -> RunFollower:
     """Start following the runs: one events long-poll per run's job (bot.runs.follower)."""
     from bot.runs.follower import RunFollower
     from runner.client import AsyncRunnerClient
@@ -127,7 +140,9 @@ def _follow_runs(runs: RunService, app: ArtbotApp, settings: BotSettings) -> Run
     runner = AsyncRunnerClient(
         settings.artbot_runner_url, settings.artbot_runner_token.get_secret_value()
     )
-    follower = RunFollower(runs, app.client_for, runner, sweep_s=settings.artbot_runner_poll_s)
+    follower = RunFollower(
+        runs, app.client_for, runner, sweep_s=settings.artbot_runner_poll_s, shard=shard
+    )
     log.info("following training runs on %s", settings.artbot_runner_url)
     return follower.start()
 
@@ -137,9 +152,13 @@ def run_serve_command(args: argparse.Namespace) -> int:
     configure_logging()
     try:
         settings = load_settings()
-    except SettingsError as error:
+        shard = Shard.parse(args.shard) if args.shard else ALONE
+    except (SettingsError, ValueError) as error:
         print(error, file=sys.stderr)
         return 2
+    workers = args.workers if args.workers is not None else settings.artbot_workers
+    if args.shard is None and workers != 1:
+        return _serve_through_workers(args, settings, workers)
     try:
         assistant = assistant_from_environment(os.environ)  # None: no ARTBOT_LLM_MODEL
     except SettingsError as error:
@@ -163,11 +182,11 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(f"Cannot start artbot: cannot reach Slack at {where} ({error}).", file=sys.stderr)
         return 2
     stop = threading.Event()
-    outbox = start_outbox(service, app.client_for, app.metrics)
-    keep_tidy(service, timedelta(hours=settings.artbot_session_idle_hours), stop)
+    outbox = start_outbox(service, app.client_for, app.metrics, shard)
+    keep_tidy(service, timedelta(hours=settings.artbot_session_idle_hours), stop, shard)
     follower = None
     if service.runs is not None:
-        follower = _follow_runs(service.runs, app, settings)
+        follower = _follow_runs(service.runs, app, settings, shard)
     port = args.port or settings.port
     socket_mode = None
     try:
@@ -185,10 +204,13 @@ def run_serve_command(args: argparse.Namespace) -> int:
             log.info("artbot serving over Socket Mode; /healthz and /metrics on port %d", port)
         else:
             web = web_for(app, service)
-            log.info("artbot serving HTTP on %s:%d%s", args.host, port, EVENTS_PATH)
-        if app.oauth_flow is not None:
+            if args.uds:
+                log.info("artbot worker %s serving on %s", shard, args.uds)
+            else:
+                log.info("artbot serving HTTP on %s:%d%s", args.host, port, EVENTS_PATH)
+        if app.oauth_flow is not None and not args.uds:
             log.info("installs: https://YOUR-HOST%s (port %d)", app.oauth_flow.install_path, port)
-        GracefulServer(_config(web, args.host, port)).run()
+        GracefulServer(_config(web, args.host, port, args.uds)).run()
     except KeyboardInterrupt:
         pass
     finally:
@@ -199,4 +221,35 @@ def run_serve_command(args: argparse.Namespace) -> int:
         if socket_mode is not None:
             socket_mode.close()
         service.store.close()
+    return 0
+
+
+def _serve_through_workers(args: argparse.Namespace, settings: BotSettings, count: int) -> int:
+    """`--workers N`: N bot processes, each a shard of the channels on a Unix socket, behind the
+    router (`bot.router`) on the port; the workers are watched and restarted (`bot.workers`)."""
+    if settings.slack_app_token is not None:
+        print(
+            "Cannot start artbot: Socket Mode runs one process; unset ARTBOT_WORKERS or pass "
+            "--workers 1 (several workers need HTTP mode, with no SLACK_APP_TOKEN).",
+            file=sys.stderr,
+        )
+        return 2
+    port = args.port or settings.port
+    with tempfile.TemporaryDirectory(prefix="artbot-workers-") as folder:
+        workers = WorkerProcesses(count, Path(folder))
+        try:
+            workers.start()
+        except WorkerFailed as failure:
+            print(f"Cannot start artbot: {failure} (its own message is above).", file=sys.stderr)
+            return 2
+        router = BotRouter(workers.sockets)
+        log.info(
+            "artbot serving HTTP on %s:%d%s through %d workers", args.host, port, EVENTS_PATH, count
+        )
+        try:
+            GracefulServer(_config(router, args.host, port)).run()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            workers.stop()
     return 0

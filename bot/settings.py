@@ -9,6 +9,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.from_environment import SettingsError, load_from_environment
 
+MAX_WORKERS = 16
+
 __all__ = ["BotSettings", "SettingsError", "load_settings"]
 
 
@@ -53,6 +55,12 @@ class BotSettings(BaseSettings):
         default=None, description="where generated scripts are kept"
     )
     port: int = Field(default=3000, ge=1, le=65535)
+    artbot_workers: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_WORKERS,
+        description="bot processes in HTTP mode, each owning some channels' conversations",
+    )
     artbot_runner_url: str | None = Field(default=None, description="the GPU runner's base URL")
     artbot_runner_token: SecretStr | None = Field(
         default=None, description="the runner's bearer token"

@@ -41,7 +41,10 @@ def free_port() -> int:
 class BotProcess:
     """One `artbot serve` process over HTTP; `events_url` takes Slack's signed requests."""
 
-    def __init__(self, fake: FakeSlack, database_url: str, folder: Path) -> None:
+    def __init__(
+        self, fake: FakeSlack, database_url: str, folder: Path, *, workers: int = 1
+    ) -> None:
+        """`workers` > 1: that many bot processes behind the router (`--workers`)."""
         self.port = free_port()
         self.log = folder / f"serve-{self.port}.log"
         env = {
@@ -53,7 +56,12 @@ class BotProcess:
             "ARTBOT_SCRIPTS_DIR": str(folder / "scripts"),
             "ARTBOT_DRYRUN": "false",
         }
-        for name in ("SLACK_APP_TOKEN", "ARTBOT_RUNNER_URL", "ARTBOT_RUNNER_TOKEN"):
+        for name in (
+            "SLACK_APP_TOKEN",
+            "ARTBOT_RUNNER_URL",
+            "ARTBOT_RUNNER_TOKEN",
+            "ARTBOT_WORKERS",
+        ):
             env.pop(name, None)
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
@@ -66,6 +74,8 @@ class BotProcess:
                     "127.0.0.1",
                     "--port",
                     str(self.port),
+                    "--workers",
+                    str(workers),
                 ],
                 cwd=ROOT,
                 env=env,
@@ -73,6 +83,10 @@ class BotProcess:
                 stderr=subprocess.STDOUT,
             )
         self._wait_until_healthy()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def events_url(self) -> str:
