@@ -135,6 +135,8 @@ class Run:
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     bot_cpu_s: float = 0.0
+    router_cpu_s: float = 0.0
+    """With --workers: the front process's share of bot_cpu_s (the workers are the rest)."""
     bot_instructions: int | None = None
     slowdown: float = 1.0
     """Waits and caps are this many times longer (the bot under valgrind)."""
@@ -467,9 +469,13 @@ def callgrind_instructions(pid: int, dump: Path) -> int:
 def process_cpu_s(pid: int) -> float:
     """CPU seconds (user and system) a process and its children (`--workers`) have used so far,
     from /proc/<pid>/stat."""
+    return own_cpu_s(pid) + sum(process_cpu_s(child) for child in children(pid))
+
+
+def own_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) the process `pid` itself has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return own + sum(process_cpu_s(child) for child in children(pid))
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def children(pid: int) -> list[int]:
@@ -558,9 +564,11 @@ def run_one(database: Database, args: argparse.Namespace) -> Run:
                 start.wait(timeout=WAIT_CAP_S * slowdown)
                 began = time.monotonic()
                 bot_cpu, harness_cpu = process_cpu_s(pid), time.process_time()
+                router_cpu = own_cpu_s(pid)
                 all_cpu = machine_cpu_s()
             run.wall_s = time.monotonic() - began
             run.bot_cpu_s = process_cpu_s(pid) - bot_cpu
+            run.router_cpu_s = own_cpu_s(pid) - router_cpu if args.workers > 1 else 0.0
             run.harness_cpu_s = time.process_time() - harness_cpu
             run.machine_cpu_s = machine_cpu_s() - all_cpu
             if callgrind is not None:
@@ -632,9 +640,12 @@ def report(run: Run, args: argparse.Namespace) -> str:
         )
     elif done and run.bot_cpu_s > 0:
         bot_ms, harness_ms = (1000 * cpu / len(done) for cpu in (run.bot_cpu_s, run.harness_cpu_s))
+        router_ms = 1000 * run.router_cpu_s / len(done)
         lines.append(
-            f"CPU per turn: the bot {bot_ms:.1f} ms, this harness and the fake Slack "
-            f"{harness_ms:.1f} ms (the bot on one core of its own: {1000 / bot_ms:.0f} turns/s)"
+            f"CPU per turn: the bot {bot_ms:.1f} ms"
+            f"{f' (its router {router_ms:.1f})' if run.router_cpu_s else ''}, this harness and "
+            f"the fake Slack {harness_ms:.1f} ms (the bot on one core of its own: "
+            f"{1000 / bot_ms:.0f} turns/s)"
         )
     if done and run.machine_cpu_s > 0:
         machine_ms, cores = 1000 * run.machine_cpu_s / len(done), os.cpu_count() or 1

@@ -62,7 +62,12 @@ LISTENER_WORKERS = 64
 turns that wait on Slack (about 100 ms a call, two calls a turn) to overlap."""
 LISTENER_SLOTS = 8
 """Of those, how many compute at once (the rest wait on Slack, or for a slot): more would
-fight over the GIL with the event loop that acks."""
+fight over the GIL with the event loop that acks. With several worker processes (`artbot serve
+--workers N`) they share these: LISTENER_SLOTS // N each (at least MIN_SLOTS). At 200 users on 2
+cores, 2 workers of 8 slots acked at p99 600 ms on PostgreSQL, 2 of 4 at 250-270 ms, with more
+turns per second (benchmarks/bot_turns.py, two paired runs): more threads computing than cores
+keep the event loops that ack waiting for a core."""
+MIN_SLOTS = 2
 REQUEST_KINDS = {"event_callback": "event", "block_actions": "action", "url_verification": "event"}
 INSTALL_PATH = "/slack/install"
 REDIRECT_PATH = "/slack/oauth_redirect"
@@ -128,9 +133,11 @@ def build_service(
     dryrun: Dryrun | str | None = "default",
     schema: str | None = None,
     assistant: Assistant | None = None,
+    shard: Shard = ALONE,
 ) -> WizardService:
     """The wizard service on the configured database (SQLite by default), migrated first;
-    `assistant` (assistant_from_environment) reads typed replies first when given.
+    `assistant` (assistant_from_environment) reads typed replies first when given; its share of
+    the work slots is `shard`'s (one worker of several computes on fewer threads).
 
     SchemaMismatch or SQLAlchemyError when the database cannot be brought to the newest schema.
     """
@@ -192,7 +199,7 @@ def build_service(
         poster,
         results,
         outbox,
-        slots=WorkSlots(LISTENER_SLOTS),
+        slots=WorkSlots(max(MIN_SLOTS, LISTENER_SLOTS // shard.count)),
         runs=runs,
         max_upload_bytes=settings.artbot_max_upload_bytes,
         assistant=assistant,

@@ -165,7 +165,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(f"Cannot start artbot: the assistant's settings: {error}", file=sys.stderr)
         return 2
     try:
-        service = build_service(settings, assistant=assistant)
+        service = build_service(settings, assistant=assistant, shard=shard)
     except migrations.SchemaMismatch as error:
         print(f"Cannot start artbot: {error}", file=sys.stderr)
         return 2

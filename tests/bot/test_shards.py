@@ -14,16 +14,19 @@ from pathlib import Path
 import pytest
 from slack_sdk import WebClient
 
+from bot.app import LISTENER_SLOTS, build_service
 from bot.blocks import text_message
 from bot.migrations import BOT_DATABASE
 from bot.outbox import Outbox
 from bot.outbox_worker import OutboxWorker
+from bot.settings import BotSettings
 from bot.shards import ALONE, Shard, shard_of
 from bot.thread_effects import Post
 from storage import migrations
 from storage.database import create_database_engine
 from storage.sessions import SessionKey
 from tests.bot.conftest import Database
+from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET
 
 LEASE = timedelta(minutes=2)
 CHANNELS = [f"C0{n:04d}" for n in range(40)]
@@ -118,3 +121,23 @@ def test_a_worker_leaves_another_workers_thread_to_it(outbox: Outbox) -> None:
     finally:
         worker.stop()
     assert asked == [] and outbox.depth() == 1  # its own worker's loop delivers it
+
+
+@pytest.mark.parametrize(("count", "slots"), [(1, LISTENER_SLOTS), (2, 4), (4, 2), (16, 2)])
+def test_workers_share_the_compute_slots_of_one_process(
+    tmp_path: Path, count: int, slots: int
+) -> None:
+    settings = BotSettings.model_validate(
+        {
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+            "ARTBOT_DATABASE_URL": f"sqlite:///{tmp_path / 'artbot.db'}",
+            "ARTBOT_SCRIPTS_DIR": str(tmp_path / "scripts"),
+            "ARTBOT_DRYRUN": "false",
+        }
+    )
+    service = build_service(settings, dryrun=None, shard=Shard(count - 1, count))
+    try:
+        assert service.slots.free == slots
+    finally:
+        service.store.close()
