@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -129,6 +130,23 @@ def keep_tidy(
     return thread
 
 
+def leave_with_the_router(stop: threading.Event) -> threading.Thread:
+    """A worker (`--uds`) stops itself (SIGTERM: as the router would) once the process that
+    started it is gone, killed without a chance to stop its workers: no orphan keeps serving."""
+    router = os.getppid()
+
+    def watch() -> None:
+        while not stop.wait(1.0):
+            if os.getppid() != router:
+                log.error("the router (pid %d) is gone; this worker stops", router)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    thread = threading.Thread(target=watch, name="artbot-router-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def _follow_runs(
     runs: RunService, app: ArtbotApp, settings: BotSettings, shard: Shard
 ) -> RunFollower:
@@ -182,6 +200,8 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(f"Cannot start artbot: cannot reach Slack at {where} ({error}).", file=sys.stderr)
         return 2
     stop = threading.Event()
+    if args.uds:
+        leave_with_the_router(stop)
     outbox = start_outbox(service, app.client_for, app.metrics, shard)
     keep_tidy(service, timedelta(hours=settings.artbot_session_idle_hours), stop, shard)
     follower = None

@@ -89,7 +89,9 @@ class WorkerProcesses:
         command = [sys.executable, "-m", "artbot.cli", "serve"]
         command += ["--shard", str(shard), "--uds", str(path)]
         log.info("starting worker %s on %s", shard, path)
-        return subprocess.Popen(command, env=self._env)
+        # A session of its own: a Ctrl-C in the terminal reaches the router alone, which stops
+        # the workers itself (no restart of workers dying of the same SIGINT meanwhile).
+        return subprocess.Popen(command, env=self._env, start_new_session=True)
 
     def _wait_ready(self, index: int) -> None:
         process = self._processes[index]

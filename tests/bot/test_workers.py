@@ -108,3 +108,23 @@ def test_a_worker_that_dies_is_started_again_and_its_channels_carry_on(
 
         user.step(bot, "Only logged or static scenarios")
         assert len(starting(user.messages(), TURNS)) == 1
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_workers_stop_when_their_router_is_killed(
+    fake: FakeSlack, database: Database, tmp_path: Path
+) -> None:
+    url = process_database_url(database.url, database.schema)
+    with BotProcess(fake, url, tmp_path, workers=2) as bot:
+        workers = worker_pids(bot)
+        assert len(workers) == 2 and all(running(pid) for pid in workers)
+        bot.kill()  # SIGKILL: the router stops nothing itself
+        fake.wait_for(lambda f: not any(running(pid) for pid in workers), SETTLED_WITHIN_S)
