@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -208,9 +209,16 @@ def schema_engine(engine: Engine, schema: str | None) -> Engine:
     return engine.execution_options(schema_translate_map={None: schema}) if schema else engine
 
 
+CLIENT_CHECKED_EVERY_S = 60.0
+"""How long a cached client is used before its team's token is read again. A (re)install or an
+uninstall drops the cached client at once in the process that handled it; another worker of
+`artbot serve --workers` learns of it from the database within this time."""
+
+
 class SlackClients:
     """`client_for(team)`: one Web API client per team, with its installation's bot token,
-    made once and cached; or, with one workspace, the one client for every team."""
+    cached (its token read again every CLIENT_CHECKED_EVERY_S); or, with one workspace, the one
+    client for every team."""
 
     def __init__(
         self,
@@ -219,6 +227,7 @@ class SlackClients:
         single: WebClient | None = None,
         installations: InstallationStore | None = None,
         workspaces: Workspaces | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if (single is None) == (installations is None):
             raise ValueError("one client (one workspace) or an installation store (OAuth)")
@@ -226,7 +235,9 @@ class SlackClients:
         self._single = single
         self._installations = installations
         self._workspaces = workspaces
-        self._cache: dict[str, WebClient] = {}
+        self._cache: dict[str, tuple[WebClient, float]] = {}
+        """Per team: its client and when its token was last read."""
+        self._clock = clock
         self._lock = threading.Lock()
         if installations is not None:
             installations.on_saved.append(self.forget)
@@ -235,16 +246,19 @@ class SlackClients:
         """The client that acts in `team`; NotInstalled when the app has no bot token there."""
         if self._single is not None:
             return self._single
+        now = self._clock()
         with self._lock:
             cached = self._cache.get(team)
-        if cached is not None:
-            return cached
+        if cached is not None and now - cached[1] < CLIENT_CHECKED_EVERY_S:
+            return cached[0]
         token = self._bot_token(team)
         if token is None:
+            self.forget(team)
             raise NotInstalled(team)
-        client = self._make(token)
+        client = cached[0] if cached is not None and cached[0].token == token else None
+        client = client or self._make(token)
         with self._lock:
-            self._cache[team] = client
+            self._cache[team] = (client, now)
         return client
 
     def forget(self, team: str) -> None:

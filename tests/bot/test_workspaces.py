@@ -12,18 +12,30 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
+from slack_sdk import WebClient
+from slack_sdk.oauth.installation_store import Installation
 
 from bot.blocks import text_message
 from bot.home import HOME_BLOCKS_MAX, home_blocks
-from bot.installations import BOT_SCOPES
+from bot.installations import (
+    BOT_SCOPES,
+    CLIENT_CHECKED_EVERY_S,
+    InstallationStore,
+    NotInstalled,
+    SlackClients,
+    Workspaces,
+)
+from bot.migrations import BOT_DATABASE
 from bot.runs.store import Run
 from bot.serve import BotServer, web_for
 from bot.settings import SettingsError, load_settings
 from bot.thread_effects import Post
 from bot.wizard import STOPPED
 from flows import TRAIN_RL, Session
+from storage import migrations
+from storage.database import create_database_engine
 from storage.sessions import SessionKey, StoredSession
-from tests.bot.conftest import Bot, BotFactory, SlackUser
+from tests.bot.conftest import Bot, BotFactory, Database, SlackUser
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import app_home_opened_event, event_callback
 from tests.fakes.workspace import SIGNING_SECRET
@@ -370,3 +382,57 @@ def _stored(bot: Bot, key: SessionKey) -> StoredSession:
 
 def _t(i: int) -> datetime:
     return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=i)
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def installation(team: str, token: str) -> Installation:
+    return Installation(
+        app_id="A0APP",
+        team_id=team,
+        bot_token=token,
+        bot_id="B0BOT",
+        bot_user_id="U0BOT",
+        user_id="U0INSTALLER",
+    )
+
+
+def test_another_worker_uses_a_reinstalled_token_within_a_minute_and_stops_after_an_uninstall(
+    database: Database,
+) -> None:
+    migrations.upgrade(BOT_DATABASE, database.url, schema=database.schema)
+    engine = create_database_engine(database.url)
+    workspaces = Workspaces(engine, schema=database.schema)
+    # Two processes: each its own store (its own on_saved listeners) on the one database.
+    here = InstallationStore(CLIENT_ID, workspaces.engine, workspaces)
+    there = InstallationStore(CLIENT_ID, workspaces.engine, workspaces)
+    ticks = Ticks()
+    clients = SlackClients(
+        lambda token: WebClient(token=token),
+        installations=there,
+        workspaces=workspaces,
+        clock=ticks,
+    )
+    here.save(installation("T0ONE", "xoxb-first"))
+    first = clients.client_for("T0ONE")
+    assert first.token == "xoxb-first"
+
+    here.save(installation("T0ONE", "xoxb-second"))  # reinstalled, through the other worker
+    assert clients.client_for("T0ONE") is first  # cached a while
+    ticks.now += CLIENT_CHECKED_EVERY_S
+    assert clients.client_for("T0ONE").token == "xoxb-second"
+    again = clients.client_for("T0ONE")
+    ticks.now += CLIENT_CHECKED_EVERY_S
+    assert clients.client_for("T0ONE") is again  # the same token: the same client
+
+    workspaces.removed("T0ONE", None, "app_uninstalled")  # through the other worker
+    ticks.now += CLIENT_CHECKED_EVERY_S
+    with pytest.raises(NotInstalled):
+        clients.client_for("T0ONE")
+    engine.dispose()
