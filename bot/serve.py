@@ -30,7 +30,7 @@ from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.health import HealthCheck
 from bot.log_fields import configure_logging
 from bot.router import BotRouter
-from bot.settings import BotSettings, SettingsError, load_settings
+from bot.settings import MAX_WORKERS, BotSettings, SettingsError, load_settings
 from bot.shards import ALONE, Shard
 from bot.web import EVENTS_PATH, BotWeb
 from bot.wizard import WizardService
@@ -175,6 +175,9 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(error, file=sys.stderr)
         return 2
     workers = args.workers if args.workers is not None else settings.artbot_workers
+    if not 1 <= workers <= MAX_WORKERS:
+        print(f"Cannot start artbot: --workers must be 1 to {MAX_WORKERS}.", file=sys.stderr)
+        return 2
     if args.shard is None and workers != 1:
         return _serve_through_workers(args, settings, workers)
     try:

@@ -75,6 +75,29 @@ def test_artbot_serve_refuses_to_start_without_settings() -> None:
     assert "set SLACK_BOT_TOKEN (one workspace) or SLACK_CLIENT_ID" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("flag", "env", "said"),
+    [
+        (["--workers", "0"], {}, "--workers must be 1 to 16"),
+        (["--workers", "17"], {}, "--workers must be 1 to 16"),
+        ([], {"ARTBOT_WORKERS": "0"}, "ARTBOT_WORKERS: Input should be greater than or equal to 1"),
+        (["--workers", "2"], {"SLACK_APP_TOKEN": "xapp-1"}, "Socket Mode runs one process"),
+    ],
+)
+def test_artbot_serve_refuses_a_number_of_workers_it_cannot_run(
+    flag: list[str], env: dict[str, str], said: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "artbot.cli", "serve", *flag],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "", "SLACK_BOT_TOKEN": "xoxb-1-2", "SLACK_SIGNING_SECRET": "s3cret", **env},
+    )
+    assert result.returncode == 2
+    assert said in result.stderr
+
+
 def test_a_question_with_huge_text_and_long_labels_stays_within_limits() -> None:
     options = tuple(OptionView(f"v{i}", "x" * 200, "", i, i == 1) for i in range(1, 31))
     question = Question(
