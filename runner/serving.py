@@ -32,7 +32,7 @@ import httpx
 
 from runner import executor
 from runner.errors import NotServing, ServeRefused, ServingNotReady
-from runner.job_folder import runner_dir
+from runner.job_folder import runner_dir, write_whole_json
 from runner.processes import LEFTOVER_GRACE_S, terminate_job
 from runner.progress import checkpoint_steps, find_model_folders
 from runner.recorder import JobRecorder
@@ -341,7 +341,7 @@ class ServingJobs:
                 user=account.uid if account is not None else None,
                 group=account.gid if account is not None else None,
             )
-        (folder / MARKER_FILE).write_text(json.dumps({"pgid": process.pid}), encoding="utf-8")
+        write_whole_json(folder / MARKER_FILE, {"pgid": process.pid})
         log.info("job %s: serving process pid=%d port=%d", job.id, process.pid, serving.port)
         return process
 

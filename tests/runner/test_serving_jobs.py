@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from runner.client import RunnerRejected
+from runner.job_folder import write_whole_json
 from runner.schemas import EventType, JobEvent, JobState, ServingState
 from tests.runner.conftest import SCRIPTS, TOKEN, Runner, RunnerFactory, alive
 
@@ -275,3 +276,15 @@ def test_a_serving_process_left_by_a_killed_runner_is_stopped_at_the_next_start(
     assert events[-1].type is EventType.stopped
     assert events[-1].data == {"reason": "the runner restarted"}
     assert not (folder / "serving.json").exists()
+
+
+def test_the_serving_marker_is_replaced_whole_never_rewritten_in_place(tmp_path: Path) -> None:
+    """A runner killed mid-write must not leave half a marker (the next start would skip it and
+    leave the serving process on the GPU): the marker is written aside, then renamed over."""
+    marker = tmp_path / "serving.json"
+    write_whole_json(marker, {"pgid": 1})
+    first = marker.stat().st_ino
+    write_whole_json(marker, {"pgid": 2})
+    assert marker.stat().st_ino != first  # a new file renamed over it, not the old one rewritten
+    assert json.loads(marker.read_text()) == {"pgid": 2}
+    assert list(tmp_path.iterdir()) == [marker]
