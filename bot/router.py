@@ -295,6 +295,11 @@ class WorkerPool:
         self._open: set[_WorkerConnection] = set()
         self._closed = False
 
+    @property
+    def idle_open(self) -> int:
+        """Idle connections not yet known to be closed by the worker."""
+        return sum(1 for connection in list(self._idle) if connection.looks_open())
+
     async def exchange(self, request: bytes, *, head_only: bool, timeout_s: float) -> WorkerAnswer:
         """Send one whole request (head and body) and return the whole answer, within
         `timeout_s` (waiting for a free connection included); WorkerUnavailable otherwise."""
@@ -431,6 +436,11 @@ class BotRouter:
     def connections_opened(self) -> tuple[int, ...]:
         """Per worker, the connections opened so far."""
         return tuple(pool.opened for pool in self._pools)
+
+    @property
+    def idle_connections_open(self) -> tuple[int, ...]:
+        """Per worker, the idle connections not yet known to be closed by the worker."""
+        return tuple(pool.idle_open for pool in self._pools)
 
     def worker_for(self, content_type: str, body: bytes) -> int:
         """The worker that owns the request's channel; worker 0 when it names none."""
