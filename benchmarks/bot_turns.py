@@ -644,8 +644,12 @@ def report(run: Run, args: argparse.Namespace) -> str:
         lines.append(
             f"CPU per turn: the bot {bot_ms:.1f} ms"
             f"{f' (its router {router_ms:.1f})' if run.router_cpu_s else ''}, this harness and "
-            f"the fake Slack {harness_ms:.1f} ms (the bot on one core of its own: "
-            f"{1000 / bot_ms:.0f} turns/s)"
+            f"the fake Slack {harness_ms:.1f} ms"
+            + (
+                f" (the bot on one core of its own: {1000 / bot_ms:.0f} turns/s)"
+                if not run.router_cpu_s
+                else ""
+            )
         )
     if done and run.machine_cpu_s > 0:
         machine_ms, cores = 1000 * run.machine_cpu_s / len(done), os.cpu_count() or 1
