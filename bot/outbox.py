@@ -484,7 +484,7 @@ class Outbox(SqlStore):
                     .where(claimed)
                     .distinct()
                 )
-                mine = [SessionKey(*row) for row in threads if shard.owns(SessionKey(*row))]
+                mine = [key for key in (SessionKey(*row) for row in threads) if shard.owns(key)]
                 claimed = and_(
                     claimed,
                     or_(*(_in(key) for key in mine)) if mine else false(),
