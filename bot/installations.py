@@ -31,6 +31,7 @@ from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy import Boolean, Engine, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from bot.slack_http import KeepAliveWebClient
 from bot.work_slots import WorkSlots, YieldingWebClient
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sql_store import SqlStore
@@ -283,8 +284,9 @@ class SlackClients:
 def web_client_maker(
     slots: WorkSlots | None = None, **options: Any
 ) -> Callable[[str | None], WebClient]:
-    """Clients with `options` (base_url, retry handlers) and the token given; given `slots`,
+    """Clients with `options` (base_url, retry handlers) and the token given, on kept-alive
+    connections (`bot.slack_http`); given `slots`,
     each call gives its thread's work slot back while Slack answers (`YieldingWebClient`)."""
     if slots is not None:
         return lambda token: YieldingWebClient(slots, token=token, **options)
-    return lambda token: WebClient(token=token, **options)
+    return lambda token: KeepAliveWebClient(token=token, **options)

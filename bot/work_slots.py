@@ -25,8 +25,9 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from slack_sdk import WebClient
 from slack_sdk.web import SlackResponse
+
+from bot.slack_http import KeepAliveWebClient
 
 
 class WorkSlots:
@@ -103,8 +104,9 @@ class WorkSlots:
                 self._queue.popleft().set()
 
 
-class YieldingWebClient(WebClient):
-    """A WebClient whose calls give the calling thread's work slot back while Slack answers."""
+class YieldingWebClient(KeepAliveWebClient):
+    """A WebClient whose calls give the calling thread's work slot back while Slack answers
+    (over kept-alive connections)."""
 
     def __init__(self, slots: WorkSlots, **options: Any) -> None:
         super().__init__(**options)

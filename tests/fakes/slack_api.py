@@ -20,6 +20,7 @@ and an uninstalled workspace's token is refused (`token_revoked`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import email.parser
 import email.policy
@@ -27,6 +28,7 @@ import itertools
 import json
 import mimetypes
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -59,6 +61,7 @@ LOGIN_PAGE = (
     b'<button type="submit">Sign in with email</button></form></body></html>'
 )
 
+IDLE_CONNECTION_S = 30.0  # a kept-alive connection idle this long is closed
 MAX_TEXT = 40_000  # Slack truncates longer message text
 MAX_MESSAGE_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
@@ -327,10 +330,38 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
     fake: FakeSlack
 
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+        self.connections_opened = 0
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        with self.connections_lock:
+            self.connections.add(request)
+            self.connections_opened += 1
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.connections_lock:
+                self.connections.discard(request)
+
+    def drop_connections(self) -> int:
+        """Close every open connection (kept-alive idle ones too), as Slack may at any time."""
+        with self.connections_lock:
+            open_now = list(self.connections)
+        for connection in open_now:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        return len(open_now)
+
 
 class _Handler(BaseHTTPRequestHandler):
-    # HTTP/1.0: one request per connection, so no keep-alive thread outlives stop().
-    protocol_version = "HTTP/1.0"
+    # HTTP/1.1: connections stay open between requests, as Slack's do (a client sending
+    # `Connection: close`, as urllib does, gets one request a connection); stop() closes them.
+    protocol_version = "HTTP/1.1"
+    timeout = IDLE_CONNECTION_S
+    disable_nagle_algorithm = True  # an answer's headers and body are two writes
 
     def do_POST(self) -> None:
         cast(_Server, self.server).fake._serve(self)
@@ -482,12 +513,23 @@ class FakeSlack:
         self._thread.start()
         return self
 
+    def drop_connections(self) -> int:
+        """Close every open connection now (idle kept-alive ones too), as Slack's servers may
+        at any time; how many there were."""
+        return self._server.drop_connections() if self._server is not None else 0
+
+    @property
+    def connections_opened(self) -> int:
+        """Connections clients opened to this fake since it started."""
+        return self._server.connections_opened if self._server is not None else 0
+
     def stop(self) -> None:
-        """Stop listening; what was recorded stays readable."""
+        """Stop listening and close every connection; what was recorded stays readable."""
         if self._server is None:
             return
         self._server.shutdown()
         self._server.server_close()
+        self._server.drop_connections()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._server = None
