@@ -8,7 +8,6 @@ A resumed job works in the earlier job's folder; its `.runner/` folder is still 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +17,6 @@ from runner.progress import Baseline
 RUNNER_DIR_NAME = ".runner"
 BASELINE_FILE = "baseline.json"
 GPU_SNAPSHOT_FILE = "gpus.json"
-
-
-def write_whole_json(path: Path, value: dict[str, object]) -> None:
-    """Write `value` to `path` whole: to a partial file first, then renamed over it, so that a
-    runner killed mid-write leaves the old file or the new one, never half of one (a half marker
-    would be skipped at the next start, leaving its process running)."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(value), encoding="utf-8")
-    os.replace(partial, path)
 
 
 def runner_dir(workdir: Path, job_id: str) -> Path:

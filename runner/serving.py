@@ -32,7 +32,7 @@ import httpx
 
 from runner import executor
 from runner.errors import NotServing, ServeRefused, ServingNotReady
-from runner.job_folder import runner_dir, write_whole_json
+from runner.job_folder import runner_dir
 from runner.processes import LEFTOVER_GRACE_S, terminate_job
 from runner.progress import checkpoint_steps, find_model_folders
 from runner.recorder import JobRecorder
@@ -40,6 +40,7 @@ from runner.scheduler import SlotPool
 from runner.schemas import EventType, JobState, Serving, ServingState
 from runner.settings import RunnerSettings
 from runner.store import JobRow
+from runner.supervise import write_whole_json
 
 log = logging.getLogger(__name__)
 

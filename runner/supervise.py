@@ -111,7 +111,7 @@ class CappedLog:
         # A reader holding the old segment open keeps reading it after the rename.
         os.replace(self._folder / TAIL_FILE, old)
         self._tail = None
-        _write_json(self._folder / DROPPED_FILE, {"dropped_bytes": self._dropped})
+        write_whole_json(self._folder / DROPPED_FILE, {"dropped_bytes": self._dropped})
 
     def close(self) -> None:
         with self._lock:
@@ -121,8 +121,11 @@ class CappedLog:
             self._head = self._tail = None
 
 
-def _write_json(path: Path, value: dict[str, object]) -> None:
-    # Written whole, then renamed: a reader never sees half a file.
+def write_whole_json(path: Path, value: dict[str, object]) -> None:
+    """Write `value` to `path` whole: to a partial file first, then renamed over it, so that a
+    reader never sees half a file and a process killed mid-write leaves the old file or the new
+    one (a half serving marker would be skipped at the runner's next start, leaving its process
+    running)."""
     partial = path.with_suffix(path.suffix + ".partial")
     partial.write_text(json.dumps(value), encoding="utf-8")
     os.replace(partial, path)
@@ -221,7 +224,9 @@ def main(argv: list[str] | None = None, release: Callable[[], bool] = wait_for_r
     except OSError as error:
         log.write(f"runner: cannot start {command[0]!r}: {error}\n".encode())
         log.close()
-        _write_json(folder / EXIT_FILE, {"exit_code": 127, "started": False, "error": str(error)})
+        write_whole_json(
+            folder / EXIT_FILE, {"exit_code": 127, "started": False, "error": str(error)}
+        )
         return 0
     assert process.stdout is not None
     copier = threading.Thread(
@@ -231,7 +236,7 @@ def main(argv: list[str] | None = None, release: Callable[[], bool] = wait_for_r
     exit_code = process.wait()
     copier.join(DRAIN_AFTER_EXIT_S)
     log.close()
-    _write_json(
+    write_whole_json(
         folder / EXIT_FILE,
         {
             "exit_code": exit_code,

@@ -17,8 +17,8 @@ import openai
 import pytest
 
 from runner.client import RunnerRejected
-from runner.job_folder import write_whole_json
 from runner.schemas import EventType, JobEvent, JobState, ServingState
+from runner.supervise import write_whole_json
 from tests.runner.conftest import SCRIPTS, TOKEN, Runner, RunnerFactory, alive
 
 STAND_IN_VLLM = SCRIPTS / "stand_in_vllm.py"
