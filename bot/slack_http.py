@@ -79,13 +79,6 @@ class KeptAliveConnections:
         with self._lock:
             return len(self._idle[origin])
 
-    def close_all(self) -> None:
-        with self._lock:
-            idle = [c for kept in self._idle.values() for _, c in kept]
-            self._idle.clear()
-        for connection in idle:
-            connection.close()
-
 
 CONNECTIONS = KeptAliveConnections()
 """The process's pool: every client's calls to one origin share its connections."""
