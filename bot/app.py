@@ -52,7 +52,7 @@ from bot.shards import ALONE, Shard
 from bot.slack_records import SlackRecords
 from bot.threads import ThreadPoster
 from bot.wizard import FLOWS, WizardService
-from bot.work_slots import WorkSlots
+from bot.work_slots import WorkSlots, behind_the_acks
 from storage import migrations
 from storage.database import create_database_engine, data_dir
 from storage.sessions import SessionStore
@@ -282,6 +282,8 @@ def create_app(
         # Listeners run where the request arrived; they ack and hand their work to AfterAck.
         process_before_response=True,
     )
-    work = ThreadPoolExecutor(max_workers=LISTENER_WORKERS, thread_name_prefix="after-ack")
+    work = ThreadPoolExecutor(
+        max_workers=LISTENER_WORKERS, thread_name_prefix="after-ack", initializer=behind_the_acks
+    )
     register_listeners(app, service, AfterAck(metrics, work, slots), clients)
     return app

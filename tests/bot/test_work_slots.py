@@ -3,6 +3,8 @@ from Slack never waits for a slot (it may hold a lock that threads in slots wait
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -10,7 +12,12 @@ from collections.abc import Callable
 import pytest
 
 from bot.app import LISTENER_SLOTS
-from bot.work_slots import WorkSlots, YieldingWebClient
+from bot.work_slots import (
+    BEHIND_THE_ACKS_NICENESS,
+    WorkSlots,
+    YieldingWebClient,
+    behind_the_acks,
+)
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID
@@ -178,3 +185,19 @@ def test_more_racing_replies_than_slots_while_slack_holds_the_first_answer_all_g
     stored = user.bot.service.store.get(user.key)
     assert stored is not None and stored.step == "task"
     assert user.bot.service.outbox.depth() == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's")
+def test_the_threads_that_compute_run_behind_the_acks_and_the_rest_do_not() -> None:
+    niceness: dict[str, int] = {}
+
+    def worker() -> None:
+        behind_the_acks()
+        niceness["worker"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    thread = in_thread(worker)
+    thread.join(JOIN_S)
+
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    assert niceness["worker"] == min(19, process + BEHIND_THE_ACKS_NICENESS)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == process
