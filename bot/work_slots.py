@@ -41,8 +41,9 @@ log = logging.getLogger(__name__)
 
 BEHIND_THE_ACKS_NICENESS = 5
 """How much nicer (lower in CPU priority) than the rest of the process the threads that compute
-turns are. On PostgreSQL with one process at 20 users (benchmarks/bot_turns.py, three paired
-runs): ack p50 5.2-5.7 -> 3.4-3.7 ms, p99 27-32 -> 18-26 ms, turns per second unchanged."""
+turns are. On PostgreSQL with one process (benchmarks/bot_turns.py, three runs each, the same
+hour): 20 users' ack p50 5.2-5.7 -> 3.3-3.7 ms (p99 27-32 -> 18-35: within the noise), 200
+users' ack p99 147-161 -> 98-127 ms; turns per second unchanged. More (10) did no better."""
 
 
 class WorkSlots:
