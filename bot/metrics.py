@@ -69,6 +69,12 @@ class BotMetrics:
             buckets=TURN_BUCKETS,
             registry=self.registry,
         )
+        self.works_in_flight = Gauge(
+            "artbot_listener_works_in_flight",
+            "Work handed on by listeners after their acks and not finished yet (waiting for a "
+            "compute slot, computing, or waiting on Slack or a model): the backlog behind acks.",
+            registry=self.registry,
+        )
         self.outbox_depth = Gauge(
             "artbot_outbox_depth",
             "Slack posts and updates stored but not yet delivered.",

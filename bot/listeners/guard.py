@@ -53,12 +53,22 @@ class AfterAck:
         """Run `work` on the pool: its log lines carry `key`'s ids (else `team`, `channel`);
         an error is logged and, given `client`, `key` and `service`, said in the thread."""
         received = context.get(RECEIVED_AT)
+        in_flight = self.metrics.works_in_flight
 
         def run() -> None:
-            with self._timed(kind, received), ids_of(key, team, channel), self._slots.holding():
-                guarded(work, client, key, service)
+            try:
+                slot = self._slots.holding()
+                with self._timed(kind, received), ids_of(key, team, channel), slot:
+                    guarded(work, client, key, service)
+            finally:
+                in_flight.dec()
 
-        self._executor.submit(run)
+        in_flight.inc()
+        try:
+            self._executor.submit(run)
+        except BaseException:  # not handed on (the pool shut down): not in flight either
+            in_flight.dec()
+            raise
 
     @contextlib.contextmanager
     def _timed(self, kind: str, received: object) -> Iterator[None]:

@@ -83,6 +83,11 @@ class Bot:
                     total += sample.value
         return int(total)
 
+    def works_in_flight(self) -> int:
+        """Listener works handed on after their acks and not finished yet (the bot's gauge)."""
+        value = self.app.metrics.registry.get_sample_value("artbot_listener_works_in_flight")
+        return int(value or 0)
+
     def wait_for_works_done(self, works: int, timeout: float = 10.0) -> None:
         """Block until `works` listener works have finished (not a quiet spell: an exact count)."""
         deadline = time.monotonic() + timeout
@@ -163,14 +168,20 @@ class SlackUser:
         return SessionKey(self.team, self.channel, self.thread)
 
     def settle(self, quiet_s: float = 0.15, timeout: float = 30.0) -> None:
-        """Wait until the bot has stopped talking to Slack for a moment: its outbox is empty
-        and no call came for `quiet_s` (a turn can post and update several messages)."""
+        """Wait until the bot has stopped talking to Slack for a moment: no listener work is in
+        flight, its outbox is empty, and no call came for `quiet_s` (a turn can post and update
+        several messages). Not quiet alone: on a busy machine a turn waiting for a core can be
+        silent longer than any quiet spell."""
         deadline = time.monotonic() + timeout
-        # A test may hold the outbox on purpose (a fault in the fake): then quiet is all there is.
+        # A test may hold Slack on purpose (a fault in the fake): then quiet is all there is.
+        held = min(timeout, 10.0)
         with contextlib.suppress(TimeoutError):
             self.fake.wait_for(
-                lambda f: self.bot.service.outbox.depth() == 0, timeout=min(timeout, 10.0)
+                lambda f: self.bot.works_in_flight() == 0,
+                timeout=held if self.fake.holds_any() else timeout,
             )
+        with contextlib.suppress(TimeoutError):
+            self.fake.wait_for(lambda f: self.bot.service.outbox.depth() == 0, timeout=held)
         seen, since = len(self.fake.calls()), time.monotonic()
         while time.monotonic() < deadline:
             time.sleep(0.02)

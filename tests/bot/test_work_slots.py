@@ -187,6 +187,25 @@ def test_more_racing_replies_than_slots_while_slack_holds_the_first_answer_all_g
     assert user.bot.service.outbox.depth() == 0
 
 
+def test_the_work_behind_the_acks_is_counted_in_flight_until_it_ends(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    bot = make_bot()
+    user = SlackUser(bot)
+    user.command()
+    user.settle()
+    assert bot.works_in_flight() == 0
+    fake.hold("chat.postMessage")
+
+    assert user.reply("1", wait=False) == 200
+    fake.wait_for(lambda f: f.holding("chat.postMessage") == 1)
+    assert bot.works_in_flight() == 1  # acked, its next question waiting on Slack
+    fake.release("chat.postMessage")
+
+    fake.wait_for(lambda f: bot.works_in_flight() == 0, timeout=JOIN_S)
+    assert "artbot_listener_works_in_flight 0.0" in bot.app.metrics.exposition().decode()
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's")
 def test_the_threads_that_compute_run_behind_the_acks_and_the_rest_do_not() -> None:
     niceness: dict[str, int] = {}

@@ -607,6 +607,11 @@ class FakeSlack:
         with self._changed:
             return self._holding.get(method, 0)
 
+    def holds_any(self) -> bool:
+        """Is some method held (`hold`, not released yet)?"""
+        with self._changed:
+            return bool(self._held)
+
     # --- reading what happened ---
 
     def calls(self, method: str | None = None) -> list[Call]:
