@@ -34,11 +34,17 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from bot.request_body import (
+    MAX_SLACK_BODY_BYTES,
+    BodyTooLarge,
+    declared_too_large,
+    read_capped,
+    refuse_too_large,
+)
 from bot.shards import shard_of
 
 __all__ = [
     "ANSWER_TIMEOUT_S",
-    "MAX_BODY",
     "MAX_CONNECTIONS",
     "MAX_ROUTED_BODY",
     "BotRouter",
@@ -54,10 +60,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 
-MAX_ROUTED_BODY = 1 << 20
-"""Larger bodies are not parsed for a channel (no Slack request is near it): worker 0 gets them."""
-MAX_BODY = 10 << 20
-"""Larger requests are refused (413) before they reach a worker."""
+MAX_ROUTED_BODY = MAX_SLACK_BODY_BYTES
+"""Larger bodies are not parsed for a channel; the router reads none (`bot.request_body`: 413
+before they reach a worker)."""
 MAX_CONNECTIONS = 64
 """Open connections per worker; more concurrent requests wait for one."""
 ANSWER_TIMEOUT_S = 30.0
@@ -407,10 +412,6 @@ def _header(headers: Headers, wanted: bytes) -> bytes | None:
 # --- The router -------------------------------------------------------------------------------
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class BotRouter:
     """The router's ASGI app: worker i serves the bot on `sockets[i]` (uvicorn, HTTP/1.1).
 
@@ -457,7 +458,9 @@ class BotRouter:
         if scope["type"] != "http":
             raise TypeError(f"unsupported ASGI scope type {scope['type']!r}")
         path, method = scope["path"], scope["method"]
-        if path == "/healthz" and method in ("GET", "HEAD"):
+        if declared_too_large(scope.get("headers") or []):  # whatever the path: never read
+            await refuse_too_large(send)
+        elif path == "/healthz" and method in ("GET", "HEAD"):
             status, text = await self._health()
             await _respond(send, status, "text/plain; charset=utf-8", text.encode())
         elif path == "/metrics" and method == "GET":
@@ -479,9 +482,9 @@ class BotRouter:
         """The request, whole, to the worker owning its channel; its answer, whole, back."""
         headers: Headers = scope["headers"]
         try:
-            body = await _read_body(headers, receive)
-        except _BodyTooLarge:
-            await _respond(send, 413, "text/plain", b"The request body is over 10 MiB.\n")
+            body = await read_capped(headers, receive)
+        except BodyTooLarge:
+            await refuse_too_large(send)
             return
         if body is None:
             return  # the client left
@@ -538,26 +541,6 @@ class BotRouter:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Families([*merged.values(), up]))
         return generate_latest(registry)
-
-
-async def _read_body(headers: Headers, receive: Receive) -> bytes | None:
-    """The request's whole body; None when the client disconnected first."""
-    declared = _header(headers, b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-        raise _BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise _BodyTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 async def _relay(send: Send, answer: WorkerAnswer, head_only: bool) -> None:

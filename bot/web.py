@@ -1,6 +1,7 @@
 """The bot's ASGI application: Bolt at /slack/events (HTTP mode), Bolt's install pages at
 /slack/install and /slack/oauth_redirect (OAuth, both modes), /healthz and /metrics (both
-modes). uvicorn serves it (`bot.serve`)."""
+modes). uvicorn serves it (`bot.serve`). Every body is capped before it is read
+(`bot.request_body`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ from slack_bolt.adapter.asgi import SlackRequestHandler
 
 from bot.health import Health
 from bot.metrics import CONTENT_TYPE, BotMetrics
+from bot.request_body import (
+    BodyTooLarge,
+    declared_too_large,
+    read_capped,
+    refuse_too_large,
+    replaying,
+)
 
 EVENTS_PATH = "/slack/events"
 Scope = MutableMapping[str, Any]
@@ -52,16 +60,31 @@ class BotWeb:
         if scope["type"] != "http":
             raise TypeError(f"unsupported ASGI scope type {scope['type']!r}")
         path, method = scope["path"], scope["method"]
-        if path == "/healthz" and method in ("GET", "HEAD"):
+        if declared_too_large(scope.get("headers") or []):  # whatever the path: never read
+            await refuse_too_large(send)
+        elif path == "/healthz" and method in ("GET", "HEAD"):
             health = await asyncio.to_thread(self._health)
             await _respond(send, 200 if health.ok else 503, "text/plain", health.text().encode())
         elif path == "/metrics" and method == "GET":
             body = await asyncio.to_thread(self._metrics.exposition)
             await _respond(send, 200, CONTENT_TYPE, body)
         elif self._slack is not None and path in self._paths:
-            await self._slack(dict(scope), receive, send)
+            await self._to_bolt(scope, receive, send)
         else:
             await _respond(send, 404, "text/plain", b"Not Found")
+
+    async def _to_bolt(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The body read under the cap (Bolt would read any body whole before checking its
+        signature), then handed to Bolt as if it had just arrived."""
+        assert self._slack is not None
+        try:
+            body = await read_capped(scope.get("headers") or [], receive)
+        except BodyTooLarge:
+            await refuse_too_large(send)
+            return
+        if body is None:
+            return  # the client left
+        await self._slack(dict(scope), replaying(body, receive), send)
 
 
 async def _respond(send: Send, status: int, content_type: str, body: bytes) -> None:

@@ -31,7 +31,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from bot.router import MAX_BODY, MAX_ROUTED_BODY, BotRouter, route_key
+from bot.request_body import MAX_SLACK_BODY_BYTES
+from bot.router import MAX_ROUTED_BODY, BotRouter, route_key
 from bot.shards import shard_of
 from tests.fakes.slack_requests import (
     FORM,
@@ -496,13 +497,13 @@ def test_the_workers_answer_is_relayed_whole(make_cluster: ClusterFactory) -> No
     assert send(cluster.url + "/anything").status == 200  # and the connection still works
 
 
-def test_a_request_over_ten_mib_is_refused(make_cluster: ClusterFactory) -> None:
+def test_a_request_over_the_body_cap_is_refused(make_cluster: ClusterFactory) -> None:
     cluster = make_cluster(1)
     connection = http.client.HTTPConnection(cluster.url.removeprefix("http://"), timeout=10)
     try:
         connection.putrequest("POST", "/slack/events")
         connection.putheader("Content-Type", JSON)
-        connection.putheader("Content-Length", str(MAX_BODY + 1))
+        connection.putheader("Content-Length", str(MAX_SLACK_BODY_BYTES + 1))
         connection.endheaders()
         assert connection.getresponse().status == 413
     finally:
