@@ -386,6 +386,7 @@ def start_runner(root: Path, port: int, poll_interval: float, **settings: str) -
         "ARTBOT_RUNNER_COMMAND": "{python} {script}",
         "ARTBOT_RUNNER_POLL_INTERVAL_S": str(poll_interval),
         "ARTBOT_RUNNER_NVIDIA_SMI": str(root / "no-nvidia-smi"),
+        "ARTBOT_RUNNER_ALLOW_ROOT_JOBS": "true",  # its jobs print lines, as the caller's user
         **{f"ARTBOT_RUNNER_{name.upper()}": value for name, value in settings.items()},
     }
     return subprocess.Popen(

@@ -27,6 +27,10 @@ class ResumeConflict(JobRequestError):
     """resume_from_job names a job whose folder an active job is using (409)."""
 
 
+class RunsAsRoot(JobRequestError):
+    """The runner is root with no job user and no opt-out: it runs no job (403)."""
+
+
 class InvalidQuery(JobRequestError):
     """A query the runner cannot answer as asked (422): a cursor that names no job."""
 

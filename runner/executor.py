@@ -177,6 +177,15 @@ class PreflightInput:
     memory_fraction: float | None
 
 
+def runs_as_root(refusal: str) -> Failure:
+    """A job this runner will not start: it is root with no job user (`refusal` says so)."""
+    return make_failure(
+        kind=FailureKind.preflight,
+        summary="The runner runs as root with no job user, so it runs no job.",
+        fix=refusal[0].upper() + refusal[1:] + ".",
+    )
+
+
 def preflight(check: PreflightInput) -> Failure | None:
     """Why the job cannot start, or None: variables, the command, a GPU, its free memory."""
     missing = [name for name in check.required_env if not check.env.get(name)]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner import executor
-from runner.executor import JobProcess, PreflightInput
+from runner.executor import JobProcess, PreflightInput, runs_as_root
 from runner.gpu import GpuInfo, GpuProbe
 from runner.job_folder import JobFolder
 from runner.outcome import Outcome, cancelled_before_start
@@ -65,6 +65,10 @@ class JobLauncher:
         job = self._recorder.store.require(job_id)
         if job.cancel_requested_at is not None or cancel.is_set():
             self._recorder.finish(job_id, cancelled_before_start())
+            return None
+        refusal = self._settings.root_jobs_refusal()
+        if refusal is not None:  # queued before this runner started: it never runs as root
+            self._recorder.finish(job_id, Outcome.failed(runs_as_root(refusal)))
             return None
         plan = self._plan(job)
         snapshot = self._gpu_snapshot(job, plan.folder)

@@ -206,6 +206,11 @@ class Serving(BaseModel):
         description="the job's events after this seq are this serving job's (`serving`, `stopped`)"
     )
     idle_timeout_s: float
+    max_lifetime_s: float | None = Field(
+        default=None,
+        description="it stops this long after its process started, however busy (None: no "
+        "limit, from a runner before the limit)",
+    )
     stopped_reason: str | None = None
 
 

@@ -99,11 +99,14 @@ def serve(host: str | None = None, port: int | None = None) -> int:
         )
     service.start()
     log.info(
-        "runner up: slots=%s workdir=%s database=%s",
+        "runner up: slots=%s workdir=%s database=%s serving: at most %d, each for %g s",
         [list(slot) for slot in service.slots.slots],
         service.workdir,
         _safe_url(settings.resolved_database_url),
+        settings.serve_max_jobs,
+        settings.serve_max_lifetime_s,
     )
+    _say_who_runs_jobs(service, settings)
     try:
         config = uvicorn.Config(
             wrap(create_app(service, settings.token.get_secret_value())),
@@ -118,6 +121,19 @@ def serve(host: str | None = None, port: int | None = None) -> int:
         service.stop()
         service.store.close()
     return EXIT_OK
+
+
+def _say_who_runs_jobs(service: JobService, settings: RunnerSettings) -> None:
+    """At start-up: a runner that refuses every job says so, and so does one that runs them as
+    root because it was told to."""
+    if service.refusal is not None:
+        log.error("refusing every job and serving job: %s", service.refusal)
+    elif settings.job_user:
+        log.info("jobs run as %s", settings.job_user)
+    elif os.geteuid() == 0 and settings.executor == "local":
+        log.warning(
+            "jobs run as root (ARTBOT_RUNNER_ALLOW_ROOT_JOBS=true): set ARTBOT_RUNNER_JOB_USER"
+        )
 
 
 def _safe_url(url: str) -> str:

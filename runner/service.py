@@ -17,7 +17,13 @@ from datetime import timedelta
 from importlib import metadata as package_metadata
 from pathlib import Path
 
-from runner.errors import InvalidQuery, InvalidSubmission, JobRequestError, ResumeConflict
+from runner.errors import (
+    InvalidQuery,
+    InvalidSubmission,
+    JobRequestError,
+    ResumeConflict,
+    RunsAsRoot,
+)
 from runner.executor import JobProcess, passed_env_names
 from runner.gpu import GpuProbe, default_slots
 from runner.job_executor import JobExecutor, LocalExecutor, ray_executor
@@ -73,6 +79,8 @@ class JobService:
         `on_stop` once the service has stopped (the database's runner lock is released)."""
         self._on_stop = on_stop or (lambda: None)
         self.settings = settings
+        self.refusal = settings.root_jobs_refusal()
+        """Why this runner runs no job (root with no job user); None when it runs them."""
         self.store = store
         self.notifier = EventNotifier()
         self.workdir = settings.resolved_workdir
@@ -153,6 +161,8 @@ class JobService:
 
     def submit(self, submission: JobSubmission) -> tuple[Job, bool]:
         """Queue a job, or return the one this idempotency key already made: (job, created)."""
+        if self.refusal is not None:
+            raise RunsAsRoot(self.refusal)
         check_submission(submission, self._passed_env)
         job_id = uuid.uuid4().hex
         run_dir = str(self.workdir / job_id)

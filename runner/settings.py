@@ -3,6 +3,7 @@ with a message that lists every problem."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import string
@@ -32,6 +33,13 @@ SERVE_COMMAND_FIELDS = frozenset({"python", "workdir", "base_model", "lora_path"
 DEFAULT_SERVE_COMMAND = (
     "uvx --from vllm vllm serve {base_model} --enable-lora --max-lora-rank 64 "
     "--lora-modules {model}={lora_path} --host 127.0.0.1 --port {port}"
+)
+
+
+ROOT_JOBS_REFUSED = (
+    "the runner runs as root with no ARTBOT_RUNNER_JOB_USER, so it runs no job: a job would "
+    "run as root on the GPU host. Set ARTBOT_RUNNER_JOB_USER to an unprivileged user (or, "
+    "knowingly, ARTBOT_RUNNER_ALLOW_ROOT_JOBS=true) and restart the runner"
 )
 
 
@@ -132,6 +140,21 @@ class RunnerSettings(BaseSettings):
         le=24 * 3600.0,
         description="how long a serving job may take to answer its first health check",
     )
+    serve_max_jobs: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="serving jobs at once (queued, starting or serving); a request for one "
+        "more is refused (409) until one stops",
+    )
+    serve_max_lifetime_s: float = Field(
+        default=3600.0,
+        ge=1.0,
+        le=7 * 24 * 3600.0,
+        allow_inf_nan=False,
+        description="a serving job is stopped this long after its process started, however "
+        "busy it is (a GPU slot is never held for `try` alone for longer)",
+    )
     host: str = Field(default="127.0.0.1", description="address to listen on")
     port: int = Field(default=8700, ge=0, le=65535)
     poll_interval_s: float = Field(
@@ -179,6 +202,11 @@ class RunnerSettings(BaseSettings):
         default=None,
         description="an unprivileged user jobs run as (the runner must be root or hold "
         "CAP_SETUID and CAP_SETGID); unset: jobs run as the runner's user",
+    )
+    allow_root_jobs: bool = Field(
+        default=False,
+        description="let jobs and serving jobs run as root when the runner is root and no "
+        "ARTBOT_RUNNER_JOB_USER is set (else such a runner refuses them)",
     )
 
     @field_validator("token")
@@ -316,6 +344,15 @@ class RunnerSettings(BaseSettings):
     @property
     def job_account(self) -> JobUser | None:
         return JobUser.named(self.job_user) if self.job_user else None
+
+    def root_jobs_refusal(self, euid: int | None = None) -> str | None:
+        """Why this runner runs no job, when it is root (`euid`, default this process's) with
+        no job user and no ARTBOT_RUNNER_ALLOW_ROOT_JOBS; None when it may run them. Ray runs
+        jobs as its own nodes' user: not this runner's concern."""
+        uid = os.geteuid() if euid is None else euid
+        if uid != 0 or self.job_user or self.allow_root_jobs or self.executor != "local":
+            return None
+        return ROOT_JOBS_REFUSED
 
     @property
     def secret_names(self) -> list[str]:

@@ -1,5 +1,6 @@
-"""Errors as HTTP answers, in one place: the service's domain errors become 404, 409, 413 or 422,
-and invalid requests 422 (413 for a script over the limit), all as `{"detail": "<message>"}`."""
+"""Errors as HTTP answers, in one place: the service's domain errors become 403, 404, 409, 413
+or 422, and invalid requests 422 (413 for a script over the limit), all as
+`{"detail": "<message>"}`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from runner.errors import (
     JobRequestError,
     NotServing,
     ResumeConflict,
+    RunsAsRoot,
     ServeRefused,
     ServingNotReady,
     SubmissionTooLarge,
@@ -30,6 +32,7 @@ STATUS_BY_ERROR: tuple[tuple[type[JobRequestError], int], ...] = (
     (InvalidQuery, 422),
     (IdempotencyConflict, 409),
     (ResumeConflict, 409),
+    (RunsAsRoot, 403),
     (ServeRefused, 409),
     (NotServing, 404),
     (ServingNotReady, 503),

@@ -117,6 +117,8 @@ def runner_env(root: Path, **overrides: str) -> dict[str, str]:
         "ARTBOT_RUNNER_JOB_SECRETS": "OPENAI_API_KEY,WANDB_API_KEY",
         # Never a real nvidia-smi in tests, even on a GPU machine.
         "ARTBOT_RUNNER_NVIDIA_SMI": str(root / "no-nvidia-smi"),
+        # The tests' jobs run as the test's user, root in CI's containers: said, not assumed.
+        "ARTBOT_RUNNER_ALLOW_ROOT_JOBS": "true",
     }
     env.update({f"ARTBOT_RUNNER_{key.upper()}": value for key, value in overrides.items()})
     return env
