@@ -7,10 +7,13 @@ checkpoints/<step:04d>` under the name ART gave it (`name@step`), on the base mo
 model's `model.json`. Nobody reaches that port but the runner, which passes requests on behind
 its own token (runner.api.serving_proxy).
 
-At most one per job. It takes a GPU slot like a job (it waits while none is free), and stops
-after `serve_idle_s` without a request, when asked (DELETE, or a cancel of its job), and when the
-runner stops. A runner that died without stopping it stops it at its next start (a marker file in
-the job's runner folder names it). Its `serving` and `stopped` events go into its job's events.
+At most one per job, and at most `serve_max_jobs` on the runner (more are refused). It takes a
+GPU slot like a job (it waits while none is free, and while a training job waits for one: training
+goes first), and stops after `serve_idle_s` without a request, `serve_max_lifetime_s` after its
+process started however busy it is (a prompt every few minutes must not keep a GPU slot from
+training for ever), when asked (DELETE, or a cancel of its job), and when the runner stops. A
+runner that died without stopping it stops it at its next start (a marker file in the job's
+runner folder names it). Its `serving` and `stopped` events go into its job's events.
 
 Nothing of it is in the database: it lives as long as this runner process.
 """
@@ -95,6 +98,8 @@ class _ServingJob:
     gpus: list[int] = field(default_factory=list)
     port: int = 0
     last_used: float = field(default_factory=time.monotonic)
+    launched_at: float | None = None
+    """When its process started (monotonic): its lifetime counts from there."""
     stop_reason: str | None = None
     stopped_reason: str | None = None
     wake: threading.Event = field(default_factory=threading.Event)
@@ -108,7 +113,7 @@ class _ServingJob:
         """The marker variable's value in its processes' environment (processes.terminate_job)."""
         return f"serve-{self.job_id}"
 
-    def view(self, idle_timeout_s: float) -> Serving:
+    def view(self, idle_timeout_s: float, max_lifetime_s: float) -> Serving:
         return Serving(
             job_id=self.job_id,
             state=self.state,
@@ -117,6 +122,7 @@ class _ServingJob:
             gpus=self.gpus,
             after_seq=self.after_seq,
             idle_timeout_s=idle_timeout_s,
+            max_lifetime_s=max_lifetime_s,
             stopped_reason=self.stopped_reason,
         )
 
@@ -149,19 +155,36 @@ class ServingJobs:
     def idle_timeout_s(self) -> float:
         return self._settings.serve_idle_s
 
+    @property
+    def max_lifetime_s(self) -> float:
+        return self._settings.serve_max_lifetime_s
+
+    def _view(self, serving: _ServingJob) -> Serving:
+        return serving.view(self.idle_timeout_s, self.max_lifetime_s)
+
     # -- use cases --
 
     def start(self, job_id: str) -> tuple[Serving, bool]:
         """The job's serving job: the running one, or a new one (queued for a GPU slot):
-        (serving, created). ServeRefused for a job whose model cannot be served here."""
+        (serving, created). ServeRefused for a job whose model cannot be served here, and
+        while `serve_max_jobs` serving jobs run already."""
         job = self._recorder.store.require(job_id)
         self._check_servable(job)
         with self._lock:
             current = self._jobs.get(job_id)
             if current is not None and current.state is not ServingState.stopped:
-                return current.view(self.idle_timeout_s), False
+                return self._view(current), False
             if self._closing:
                 raise ServeRefused("the runner is stopping")
+            running = sum(s.state is not ServingState.stopped for s in self._jobs.values())
+            if running >= self._settings.serve_max_jobs:
+                raise ServeRefused(
+                    f"{running} serving job{'s' if running != 1 else ''} already "
+                    f"run{'s' if running == 1 else ''} on this runner, the most it allows "
+                    "(ARTBOT_RUNNER_SERVE_MAX_JOBS); try again when one stops (after "
+                    f"{self.idle_timeout_s:g} s without a prompt, or "
+                    f"{self.max_lifetime_s:g} s after it started)"
+                )
             checkpoint = last_checkpoint(job)
             serving = _ServingJob(job_id, checkpoint, after_seq=job.last_event_seq)
             self._jobs[job_id] = serving
@@ -171,7 +194,7 @@ class ServingJobs:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         log.info("job %s: serving %s queued", job_id, checkpoint.model)
         thread.start()
-        return serving.view(self.idle_timeout_s), True
+        return self._view(serving), True
 
     def status(self, job_id: str) -> Serving:
         """The job's serving job (its last, when stopped); NotServing when it never had one."""
@@ -180,7 +203,7 @@ class ServingJobs:
             serving = self._jobs.get(job_id)
         if serving is None:
             raise NotServing(f"job {job_id} has no serving job: POST /jobs/{job_id}/serve first")
-        return serving.view(self.idle_timeout_s)
+        return self._view(serving)
 
     def stop(self, job_id: str, reason: str = "stopped on request") -> Serving:
         """Stop the job's serving job (the `stopped` event follows); NotServing without one."""
@@ -191,7 +214,7 @@ class ServingJobs:
             raise NotServing(f"job {job_id} has no serving job")
         if serving.state is not ServingState.stopped:
             self._request_stop(serving, reason)
-        return serving.view(self.idle_timeout_s)
+        return self._view(serving)
 
     def active(self, job_id: str) -> bool:
         """Whether the job has a serving job that has not stopped (its events may still come)."""
@@ -255,6 +278,9 @@ class ServingJobs:
     # -- the serving job's thread --
 
     def _check_servable(self, job: JobRow) -> None:
+        refusal = self._settings.root_jobs_refusal()
+        if refusal is not None:  # a serving process runs in the job's folder, which it wrote
+            raise ServeRefused(refusal)
         if self._settings.executor == "ray":
             raise ServeRefused(
                 "serving is not available on the Ray executor: a job's checkpoints stay on the "
@@ -297,13 +323,26 @@ class ServingJobs:
         if not self._slots.slots:
             return serving.stop_reason is None
         while serving.stop_reason is None:
-            index = self._slots.reserve(serving.slot_owner)
-            if index is not None:
-                serving.gpus = list(self._slots.slots[index])
-                return True
+            if self._slots.free and not self._training_waits():
+                index = self._slots.reserve(serving.slot_owner)
+                if index is not None:
+                    serving.gpus = list(self._slots.slots[index])
+                    return True
             serving.wake.wait(WAKE_S)
             serving.wake.clear()
         return False
+
+    def _training_waits(self) -> bool:
+        """Whether a LocalBackend training job is queued: it takes the next free slot."""
+        queued = self._recorder.store.in_states([JobState.queued])
+        return any(job.backend == "local" for job in queued)
+
+    def _past_lifetime(self, serving: _ServingJob) -> str:
+        """Why the serving job must stop now that its lifetime is over; '' while it is not."""
+        started = serving.launched_at
+        if started is None or time.monotonic() - started < self.max_lifetime_s:
+            return ""
+        return f"served for its maximum lifetime of {self.max_lifetime_s:g} s"
 
     def _launch(self, serving: _ServingJob) -> subprocess.Popen[bytes]:
         job = self._recorder.store.require(serving.job_id)
@@ -342,6 +381,7 @@ class ServingJobs:
                 user=account.uid if account is not None else None,
                 group=account.gid if account is not None else None,
             )
+        serving.launched_at = time.monotonic()
         write_whole_json(folder / MARKER_FILE, {"pgid": process.pid})
         log.info("job %s: serving process pid=%d port=%d", job.id, process.pid, serving.port)
         return process
@@ -358,6 +398,9 @@ class ServingJobs:
                         f"the serving process exited with status {status} before it answered"
                         f"{self._log_excerpt(serving.job_id)}"
                     )
+                lifetime = self._past_lifetime(serving)
+                if lifetime:
+                    return lifetime
                 if time.monotonic() > deadline:
                     return (
                         "the serving process did not answer within "
@@ -385,13 +428,14 @@ class ServingJobs:
                 "step": serving.checkpoint.step,
                 "gpus": serving.gpus,
                 "idle_timeout_s": self.idle_timeout_s,
+                "max_lifetime_s": self.max_lifetime_s,
             },
         )
         log.info("job %s: serving %s", serving.job_id, serving.checkpoint.model)
         return ""
 
     def _serve(self, serving: _ServingJob, process: subprocess.Popen[bytes]) -> str:
-        """Serve until stopped, idle or the process ends; why it stopped."""
+        """Serve until stopped, idle, past its lifetime or the process ends; why it stopped."""
         while serving.stop_reason is None:
             status = process.poll()
             if status is not None:
@@ -399,6 +443,9 @@ class ServingJobs:
                     f"the serving process exited with status {status}"
                     f"{self._log_excerpt(serving.job_id)}"
                 )
+            lifetime = self._past_lifetime(serving)
+            if lifetime:  # however many prompts keep coming
+                return lifetime
             if time.monotonic() - serving.last_used > self.idle_timeout_s:
                 return f"idle for {self.idle_timeout_s:g} s"
             serving.wake.wait(WAKE_S)

@@ -18,8 +18,17 @@ import pytest
 
 from runner.client import RunnerRejected
 from runner.schemas import EventType, JobEvent, JobState, ServingState
+from runner.serve import build_service
 from runner.supervise import write_whole_json
-from tests.runner.conftest import SCRIPTS, TOKEN, Runner, RunnerFactory, alive
+from tests.runner.conftest import (
+    SCRIPTS,
+    TOKEN,
+    Runner,
+    RunnerFactory,
+    alive,
+    job_environ,
+    submission,
+)
 
 STAND_IN_VLLM = SCRIPTS / "stand_in_vllm.py"
 SERVE_COMMAND = (
@@ -288,3 +297,79 @@ def test_the_serving_marker_is_replaced_whole_never_rewritten_in_place(tmp_path:
     assert marker.stat().st_ino != first  # a new file renamed over it, not the old one rewritten
     assert json.loads(marker.read_text()) == {"pgid": 2}
     assert list(tmp_path.iterdir()) == [marker]
+
+
+def test_serving_jobs_beyond_the_cap_are_refused_until_one_stops(
+    make_runner: RunnerFactory,
+) -> None:
+    runner = serving_runner(make_runner, gpu_slots="0,1", serve_max_jobs="1")
+    first, second = succeeded_job(runner), succeeded_job(runner)
+    serving = runner.client.serve(first)
+
+    with pytest.raises(RunnerRejected) as refused:
+        runner.client.serve(second)
+
+    assert refused.value.status == 409
+    assert "1 serving job already runs" in refused.value.message
+    assert "ARTBOT_RUNNER_SERVE_MAX_JOBS" in refused.value.message
+    assert runner.client.health().free_slots == 1  # the refused one took nothing
+    assert runner.client.serve(first).after_seq == serving.after_seq  # its own: not one more
+    runner.client.stop_serving(first)
+    events_until(runner, first, serving.after_seq, EventType.stopped)
+    again = runner.client.serve(second)
+    events_until(runner, second, again.after_seq, EventType.serving)
+
+
+def test_a_serving_job_past_its_lifetime_is_stopped_however_busy(
+    make_runner: RunnerFactory,
+) -> None:
+    """Prompts keep coming, far faster than the idle timeout: only the lifetime can stop it."""
+    runner = serving_runner(make_runner, serve_max_lifetime_s="3", serve_idle_s="600")
+    job_id = succeeded_job(runner)
+    serving = runner.client.serve(job_id)
+    assert serving.max_lifetime_s == 3 and serving.idle_timeout_s == 600
+    model = model_client(runner, job_id)
+    deadline = time.monotonic() + GENEROUS_S
+    while runner.client.serving(job_id).state is not ServingState.stopped:
+        assert time.monotonic() < deadline, "the serving job outlived its lifetime"
+        try:
+            model.chat.completions.create(
+                model="m1@4", messages=[{"role": "user", "content": "hi"}]
+            )
+        except (openai.APIStatusError, openai.APIConnectionError):  # starting, or just stopped
+            time.sleep(0.05)
+
+    events = events_until(runner, job_id, serving.after_seq, EventType.stopped)
+    assert events[-1].data == {"reason": "served for its maximum lifetime of 3 s"}
+    assert runner.client.health().free_slots == 1
+    served = [e for e in events if e.type is EventType.serving]
+    if served:  # on a slow machine its start may take the whole lifetime
+        assert served[0].data["max_lifetime_s"] == 3
+
+
+def test_a_serving_job_waits_while_a_training_job_is_queued(
+    make_runner: RunnerFactory, tmp_path: Path
+) -> None:
+    """Training goes first: a free slot is not taken for `try` while a training job waits.
+    Here no scheduler runs (a service not started), so the training job stays queued."""
+    runner = serving_runner(make_runner)
+    job_id = succeeded_job(runner)
+    runner.stop()
+    service = build_service(runner.settings, environ=job_environ())
+    try:
+        waiting, _ = service.submit(submission("gate.py"))
+        serving, created = service.serve(job_id)
+        assert created and serving.state is ServingState.queued
+
+        time.sleep(1.0)  # four looks at the free slot (WAKE_S): each saw the training job
+        assert service.serving.status(job_id).state is ServingState.queued
+        assert service.slots.free == 1
+
+        service.cancel(waiting.id)
+        deadline = time.monotonic() + GENEROUS_S
+        while service.serving.status(job_id).state is not ServingState.serving:
+            assert time.monotonic() < deadline, "the serving job never took the freed slot"
+            time.sleep(0.05)
+    finally:
+        service.stop(cancel_jobs=True)
+        service.store.close()
