@@ -165,11 +165,16 @@ def _chat_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _db_arguments(parser: argparse.ArgumentParser) -> None:
-    """`artbot db upgrade|current [--database-url URL]`."""
+    """`artbot db upgrade|current|rotate-token-key [--database-url URL]`."""
     actions = parser.add_subparsers(dest="db_action", required=True, metavar="ACTION")
     for name, help_text in (
         ("upgrade", "create or migrate the tables to the newest revision (safe to repeat)"),
         ("current", "print the revision the database is at, and the newest one"),
+        (
+            "rotate-token-key",
+            "encrypt every stored Slack token again with the first of ARTBOT_TOKEN_KEYS "
+            "(or of the key file)",
+        ),
     ):
         action = actions.add_parser(name, help=help_text, description=help_text)
         _add_database_url_argument(action, "the database")
@@ -222,7 +227,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "db",
-        "create or migrate artbot's database tables (upgrade), or show their revision (current)",
+        "create or migrate artbot's database tables (upgrade), show their revision (current), "
+        "or encrypt the stored Slack tokens with a new key (rotate-token-key)",
         _db_arguments,
         run_db_command,
     ),

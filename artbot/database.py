@@ -1,6 +1,8 @@
-"""`artbot db upgrade` and `artbot db current`, on the bot's database (`bot.migrations`).
+"""`artbot db upgrade`, `artbot db current` and `artbot db rotate-token-key`, on the bot's
+database (`bot.migrations`).
 
-Their options are declared with the other subcommands' in `artbot.cli`.
+Their options are declared with the other subcommands' in `artbot.cli`. The token keys come
+from ARTBOT_TOKEN_KEYS or an existing key file (`bot.token_keys`); these commands never make one.
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ import sys
 from sqlalchemy.exc import SQLAlchemyError
 
 from artbot.exit_status import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
+from bot.installations import rotate_token_key
 from bot.migrations import BOT_DATABASE
+from bot.token_keys import (
+    TokenCipher,
+    TokenKeyError,
+    TokenUnreadable,
+    token_cipher_from_environment,
+)
 from storage import migrations
 from storage.database import (
     DatabaseUrlError,
+    create_database_engine,
     database_problem,
     default_database_url,
     normalize_database_url,
@@ -32,6 +42,18 @@ def run_db_command(args: argparse.Namespace) -> int:
         print(f"artbot db: --database-url: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
+        cipher = token_cipher_from_environment() if args.db_action != "current" else None
+    except TokenKeyError as error:
+        print(f"artbot db: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.db_action == "rotate-token-key" and cipher is None:
+        print(
+            "artbot db rotate-token-key: no keys: set ARTBOT_TOKEN_KEYS (the new key first, then "
+            "the old ones), or run it where `artbot serve` keeps its key file",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    try:
         newest = migrations.head(BOT_DATABASE)
         before = migrations.current(BOT_DATABASE, url)
         if args.db_action == "current":
@@ -40,9 +62,12 @@ def run_db_command(args: argparse.Namespace) -> int:
             )
             print(f"{where}: {before or 'none'} {state}")
             return EXIT_OK
-        migrations.upgrade(BOT_DATABASE, url)
+        migrations.upgrade(BOT_DATABASE, url, attributes={"token_cipher": cipher})
         after = migrations.current(BOT_DATABASE, url)
-    except migrations.SchemaMismatch as error:
+        if args.db_action == "rotate-token-key":
+            assert cipher is not None
+            return _rotate(url, where, cipher)
+    except migrations.MigrationRefused as error:  # SchemaMismatch, or a token key missing
         print(f"artbot db: {where}: {error}", file=sys.stderr)
         return EXIT_PROBLEMS
     except SQLAlchemyError as error:
@@ -54,4 +79,20 @@ def run_db_command(args: argparse.Namespace) -> int:
         print(f"{where}: already at {after} (head)")
     else:
         print(f"{where}: upgraded from {before or 'none'} to {after} (head)")
+    return EXIT_OK
+
+
+def _rotate(url: str | None, where: str, cipher: TokenCipher) -> int:
+    engine = create_database_engine(url)
+    try:
+        rewritten = rotate_token_key(engine, cipher)
+    except TokenUnreadable as error:
+        print(f"artbot db rotate-token-key: {where}: {error}; nothing changed", file=sys.stderr)
+        return EXIT_PROBLEMS
+    finally:
+        engine.dispose()
+    print(
+        f"{where}: {rewritten} Slack token(s) encrypted again with the first of "
+        f"{cipher.key_count} key(s) from {cipher.source}"
+    )
     return EXIT_OK

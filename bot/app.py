@@ -16,6 +16,7 @@ See the README's "Serving" section for the two measured side by side.
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +39,9 @@ from bot.installations import (
     SlackClients,
     StateStore,
     Workspaces,
+    check_stored_tokens,
+    schema_engine,
+    stored_token_cipher,
     web_client_maker,
 )
 from bot.listeners import register_listeners
@@ -51,11 +55,14 @@ from bot.settings import BotSettings
 from bot.shards import ALONE, Shard
 from bot.slack_records import SlackRecords
 from bot.threads import ThreadPoster
+from bot.token_keys import TokenCipher
 from bot.wizard import FLOWS, WizardService
 from bot.work_slots import WorkSlots, behind_the_acks
 from storage import migrations
 from storage.database import create_database_engine, data_dir
 from storage.sessions import SessionStore
+
+log = logging.getLogger(__name__)
 
 LISTENER_WORKERS = 64
 """Threads for the listeners' work after their acks (SQL, rendering, Slack calls): enough for
@@ -139,10 +146,24 @@ def build_service(
     `assistant` (assistant_from_environment) reads typed replies first when given; its share of
     the work slots is `shard`'s (one worker of several computes on fewer threads).
 
-    SchemaMismatch or SQLAlchemyError when the database cannot be brought to the newest schema.
+    The stored Slack tokens' cipher comes first (OAuth: ARTBOT_TOKEN_KEYS, or the key file,
+    generated if need be), for the migrations to encrypt any plaintext token with.
+
+    MigrationRefused (SchemaMismatch among them) or SQLAlchemyError when the database cannot be
+    brought to the newest schema; TokenKeyError when the keys do not read the stored tokens.
     """
-    migrations.upgrade(BOT_DATABASE, settings.artbot_database_url, schema=schema)
     engine = create_database_engine(settings.artbot_database_url)
+    oauth = settings.multi_workspace
+    cipher = stored_token_cipher(settings.artbot_token_keys, engine, schema, oauth=oauth)
+    migrations.upgrade(
+        BOT_DATABASE,
+        settings.artbot_database_url,
+        schema=schema,
+        attributes={"token_cipher": cipher},
+    )
+    if oauth and cipher is not None:
+        tokens = check_stored_tokens(schema_engine(engine, schema), cipher)
+        _log_token_keys(cipher, tokens)
     store = SessionStore(engine, schema=schema)
     records = SlackRecords(engine, schema=schema)
     poster = ThreadPoster(records)
@@ -203,10 +224,27 @@ def build_service(
         runs=runs,
         max_upload_bytes=settings.artbot_max_upload_bytes,
         assistant=assistant,
-        workspaces=Workspaces(engine, schema=schema),
+        workspaces=Workspaces(engine, schema=schema, token_cipher=cipher),
         comparer=comparer,
         trier=trier,
     )
+
+
+def _log_token_keys(cipher: TokenCipher, tokens: int) -> None:
+    if cipher.generated:
+        log.warning(
+            "generated the key for the Slack tokens at rest: %s (mode 0600). Back it up: without "
+            "it the stored tokens cannot be read and every workspace must install the app again. "
+            "Or set ARTBOT_TOKEN_KEYS (README: Tokens at rest)",
+            cipher.source,
+        )
+    else:
+        log.info(
+            "Slack tokens at rest: %d stored, encrypted with %d key(s) from %s",
+            tokens,
+            cipher.key_count,
+            cipher.source,
+        )
 
 
 def start_outbox(
@@ -255,7 +293,11 @@ def create_app(
         workspaces = service.workspaces
         if workspaces is None:
             raise ValueError("OAuth needs the service's workspaces (build_service makes them)")
-        installations = InstallationStore(settings.slack_client_id, workspaces.engine, workspaces)
+        if workspaces.token_cipher is None:
+            raise ValueError("OAuth needs the tokens' cipher (build_service makes it)")
+        installations = InstallationStore(
+            settings.slack_client_id, workspaces.engine, workspaces, workspaces.token_cipher
+        )
         clients = SlackClients(make_client, installations=installations, workspaces=workspaces)
         client = client or make_client(None)
         oauth["oauth_settings"] = OAuthSettings(

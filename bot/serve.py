@@ -33,6 +33,7 @@ from bot.log_fields import configure_logging
 from bot.router import BotRouter
 from bot.settings import MAX_WORKERS, BotSettings, SettingsError, load_settings
 from bot.shards import ALONE, Shard
+from bot.token_keys import TokenKeyError
 from bot.web import EVENTS_PATH, BotWeb
 from bot.wizard import WizardService
 from bot.workers import WorkerFailed, WorkerProcesses
@@ -198,7 +199,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         return 2
     try:
         service = build_service(settings, assistant=assistant, shard=shard)
-    except migrations.SchemaMismatch as error:
+    except (migrations.MigrationRefused, TokenKeyError) as error:
         print(f"Cannot start artbot: {error}", file=sys.stderr)
         return 2
     except SQLAlchemyError as error:

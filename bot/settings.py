@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from bot.token_keys import TokenKeySettings
 from config.from_environment import SettingsError, load_from_environment
 
 MAX_WORKERS = 16
@@ -14,8 +15,9 @@ MAX_WORKERS = 16
 __all__ = ["BotSettings", "SettingsError", "load_settings"]
 
 
-class BotSettings(BaseSettings):
-    """`artbot serve`'s configuration. Secrets are SecretStr: they never print."""
+class BotSettings(TokenKeySettings):
+    """`artbot serve`'s configuration. Secrets are SecretStr: they never print. The token keys
+    (ARTBOT_TOKEN_KEYS) come from TokenKeySettings, which `artbot db` reads alone."""
 
     model_config = SettingsConfigDict(env_prefix="", case_sensitive=False, extra="ignore")
 

@@ -92,7 +92,7 @@ def run_chat_command(args: argparse.Namespace) -> int:
     except DatabaseUrlError as error:
         print(f"artbot chat: --database-url: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except migrations.SchemaMismatch as error:
+    except migrations.MigrationRefused as error:  # SchemaMismatch, or a token key missing
         print(f"artbot chat: {error}", file=sys.stderr)
         return EXIT_PROBLEMS
     except SQLAlchemyError as error:

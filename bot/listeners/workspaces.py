@@ -36,13 +36,12 @@ def register(app: App, service: WizardService, after_ack: AfterAck, clients: Sla
         team = context.team_id or context.enterprise_id
         if not team:
             return
-        store = app.installation_store
-        if store is not None:  # OAuth: the installation goes (slack_sdk's own listeners do this)
-            if reason == UNINSTALLED:
-                store.delete_all(enterprise_id=context.enterprise_id, team_id=context.team_id)
-            else:
-                store.delete_bot(enterprise_id=context.enterprise_id, team_id=context.team_id)
-        clients.forget(team)
+        # Either way every stored copy of the team's tokens goes (OAuth): a revoked bot token is
+        # dead, and it was kept in the installation rows too (slack_sdk's own listener for
+        # tokens_revoked deletes only the bot rows).
+        clients.tokens_gone(
+            context.team_id, context.enterprise_id, bool(context.is_enterprise_install)
+        )
         service.workspace_removed(team, context.enterprise_id, reason)
 
     @app.event(UNINSTALLED)

@@ -25,7 +25,7 @@ Alembic is imported where it is used: only commands that migrate need it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,7 +60,12 @@ class MigrationChain:
     tables: tuple[MetaData, ...]
 
 
-class SchemaMismatch(Exception):
+class MigrationRefused(Exception):
+    """A revision that cannot run as configured (a key it needs is missing): its message says
+    why and what to set. Nothing was changed: the upgrade's transaction rolled back."""
+
+
+class SchemaMismatch(MigrationRefused):
     """Existing, unstamped tables that do not match the models: `upgrade` will not guess."""
 
     def __init__(self, differences: Sequence[str]) -> None:
@@ -77,11 +82,14 @@ def alembic_config(
     *,
     schema: str | None = None,
     connection: Connection | None = None,
+    attributes: Mapping[str, object] | None = None,
 ) -> Config:
     """Alembic's configuration for `chain`, with no alembic.ini.
 
     With `connection`, migrations run on it (and in its transaction); else env.py opens `url`.
-    `schema` (PostgreSQL) puts the tables and the version table in that schema.
+    `schema` (PostgreSQL) puts the tables and the version table in that schema. `attributes`
+    are handed to the revisions (`context.config.attributes`): what a revision needs from its
+    owner (the bot's token cipher).
     """
     from alembic.config import Config
 
@@ -95,6 +103,7 @@ def alembic_config(
     config.attributes["chain"] = chain
     config.attributes["connection"] = connection
     config.attributes["schema"] = schema
+    config.attributes.update(attributes or {})
     return config
 
 
@@ -122,12 +131,19 @@ def current(
         engine.dispose()
 
 
-def upgrade(chain: MigrationChain, url: str | None = None, *, schema: str | None = None) -> None:
+def upgrade(
+    chain: MigrationChain,
+    url: str | None = None,
+    *,
+    schema: str | None = None,
+    attributes: Mapping[str, object] | None = None,
+) -> None:
     """Bring the database at `url` (default: artbot's SQLite file) to `chain`'s newest revision.
 
     Idempotent, and safe when several processes call it at once. A database whose tables the
     stores created is adopted (see the module's docstring); SchemaMismatch if those tables
-    differ from the models.
+    differ from the models; MigrationRefused when a revision cannot run as configured
+    (`attributes` are handed to the revisions: `alembic_config`).
     """
     from alembic import command
 
@@ -139,7 +155,9 @@ def upgrade(chain: MigrationChain, url: str | None = None, *, schema: str | None
         with locked_transaction(engine, lock_name) as connection:
             if schema:
                 connection = connection.execution_options(schema_translate_map={None: schema})
-            config = alembic_config(chain, url, schema=schema, connection=connection)
+            config = alembic_config(
+                chain, url, schema=schema, connection=connection, attributes=attributes
+            )
             present = _present_tables(connection, chain, schema)
             if _stamped_revision(connection, chain, schema) is None and present:
                 differences = schema_differences(connection, chain.tables, schema, present)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 
 from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
@@ -108,6 +109,9 @@ class BotFactory:
     database: Database
     scripts: Path
     made: list[Bot] = field(default_factory=list)
+    token_keys: str = field(default_factory=lambda: Fernet.generate_key().decode())
+    """The bots' ARTBOT_TOKEN_KEYS (one database, one key), unless a test gives its own: with
+    none, an OAuth bot would make a key file in the data dir of whoever runs the tests."""
 
     def __call__(self, *, dryrun: Callable[[Path], DryrunReport] | None = None, **env: str) -> Bot:
         environment = {
@@ -117,6 +121,7 @@ class BotFactory:
             "ARTBOT_DATABASE_URL": self.database.url,
             "ARTBOT_SCRIPTS_DIR": str(self.scripts),
             "ARTBOT_DRYRUN": "true" if dryrun else "false",
+            "ARTBOT_TOKEN_KEYS": self.token_keys,
             **env,
         }
         if "SLACK_CLIENT_ID" in env:  # OAuth: any workspace installs the app, no one token

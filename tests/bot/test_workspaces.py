@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
+from cryptography.fernet import Fernet
 from slack_sdk import WebClient
 from slack_sdk.oauth.installation_store import Installation
 
@@ -30,6 +31,7 @@ from bot.runs.store import Run
 from bot.serve import BotServer, web_for
 from bot.settings import SettingsError, load_settings
 from bot.thread_effects import Post
+from bot.token_keys import TokenCipher
 from bot.wizard import STOPPED
 from flows import TRAIN_RL, Session
 from storage import migrations
@@ -410,8 +412,9 @@ def test_another_worker_uses_a_reinstalled_token_within_a_minute_and_stops_after
     engine = create_database_engine(database.url)
     workspaces = Workspaces(engine, schema=database.schema)
     # Two processes: each its own store (its own on_saved listeners) on the one database.
-    here = InstallationStore(CLIENT_ID, workspaces.engine, workspaces)
-    there = InstallationStore(CLIENT_ID, workspaces.engine, workspaces)
+    cipher = TokenCipher([Fernet.generate_key()], "a test key")
+    here = InstallationStore(CLIENT_ID, workspaces.engine, workspaces, cipher)
+    there = InstallationStore(CLIENT_ID, workspaces.engine, workspaces, cipher)
     ticks = Ticks()
     clients = SlackClients(
         lambda token: WebClient(token=token),
