@@ -41,7 +41,7 @@ TABLES = ("slack_installations", "slack_bots")
 
 
 def raw_rows(database: Database, name: str, where: str = "") -> list[dict[str, object]]:
-    """Every row of `table`, by plain SQL: no model, no store, no cipher."""
+    """Every row of table `name`, by plain SQL: no model, no store, no cipher."""
     engine = create_database_engine(database.url)
     try:
         with engine.connect() as connection:
@@ -126,14 +126,15 @@ def start_oauth_bot(make_bot: BotFactory, **env: str) -> None:
     make_bot(SLACK_CLIENT_ID=CLIENT_ID, SLACK_CLIENT_SECRET=CLIENT_SECRET, **env)
 
 
-def installation(team: str, **tokens: str | None) -> Installation:
+def installation(team: str, **fields: str | None) -> Installation:
+    """An installation as slack_sdk saves it; `fields` its tokens, its user, its enterprise."""
     return Installation(
         app_id="A0APP",
         team_id=team,
         bot_id="B0BOT",
         bot_user_id="U0BOT",
-        user_id=str(tokens.pop("user_id", None) or "U0INSTALLER"),
-        **tokens,  # type: ignore[arg-type]
+        user_id=str(fields.pop("user_id", None) or "U0INSTALLER"),
+        **fields,  # type: ignore[arg-type]
     )
 
 
@@ -449,7 +450,7 @@ def team_rows(database: Database, team: str) -> int:
 
 
 def test_tokens_revoked_and_app_uninstalled_leave_no_token_row(
-    make_bot: BotFactory, fake: FakeSlack, oauth_bots: OAuthBots, database: Database
+    fake: FakeSlack, oauth_bots: OAuthBots, database: Database
 ) -> None:
     installs = oauth_bots()
     for team in TEAMS:
@@ -487,7 +488,6 @@ def test_tokens_revoked_and_app_uninstalled_leave_no_token_row(
 
 
 def test_a_flood_of_install_links_keeps_the_state_table_bounded(
-    make_bot: BotFactory,
     fake: FakeSlack,
     oauth_bots: OAuthBots,
     database: Database,
