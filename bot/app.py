@@ -46,6 +46,7 @@ from bot.installations import (
 )
 from bot.listeners import register_listeners
 from bot.listeners.guard import RECEIVED_AT, AfterAck
+from bot.listeners.payloads import answered_unless_forged
 from bot.metrics import BotMetrics
 from bot.migrations import BOT_DATABASE
 from bot.outbox import Outbox
@@ -96,7 +97,10 @@ class ArtbotApp(App):
     def dispatch(self, req: BoltRequest) -> BoltResponse:
         received = time.monotonic()
         req.context[RECEIVED_AT] = received  # turn latency counts from here
-        response = super().dispatch(req)
+        try:
+            response = super().dispatch(req)
+        except Exception as error:  # Bolt's own error handlers raised on the payload's shape
+            response = answered_unless_forged(req, error, self._signing_secret)
         kind = request_kind(req.body)
         self.metrics.acks.labels(kind, str(response.status)).inc()
         self.metrics.ack_seconds.labels(kind).observe(time.monotonic() - received)

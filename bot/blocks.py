@@ -185,12 +185,6 @@ def _select_option(option: OptionView) -> Block:
     return choice
 
 
-def picked_value(action: dict[str, Any]) -> str:
-    """What a click on one of our answers carries: a button's value, or a select's option."""
-    selected = action.get("selected_option") or {}
-    return str(action.get("value") or selected.get("value") or "")
-
-
 def parse_answer_value(value: str) -> tuple[str, str] | None:
     """A button's value back into (step_id, option value); None when it is not ours."""
     step_id, sep, option = value.partition("|")

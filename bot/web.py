@@ -6,6 +6,7 @@ modes). uvicorn serves it (`bot.serve`). Every body is capped before it is read
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -21,6 +22,8 @@ from bot.request_body import (
     refuse_too_large,
     replaying,
 )
+
+log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 Scope = MutableMapping[str, Any]
@@ -84,7 +87,22 @@ class BotWeb:
             return
         if body is None:
             return  # the client left
-        await self._slack(dict(scope), replaying(body, receive), send)
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._slack(dict(scope), replaying(body, receive), sending)
+        except Exception as error:
+            # Bolt reads the body before anything else (its signature too), and raises on one
+            # that is not an object (a JSON list, a number): nothing Slack sends.
+            if started:
+                raise
+            log.warning("refused a body that is not an object: %s", type(error).__name__)
+            await _respond(send, 400, "text/plain", b"Not a Slack request body.\n")
 
 
 async def _respond(send: Send, status: int, content_type: str, body: bytes) -> None:

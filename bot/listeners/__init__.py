@@ -12,6 +12,7 @@ from slack_bolt import App
 from bot.installations import SlackClients
 from bot.listeners import actions, commands, events, run_followups, workspaces
 from bot.listeners.guard import AfterAck
+from bot.listeners.payloads import answered_anyway
 from bot.wizard import WizardService
 
 
@@ -19,7 +20,10 @@ def register_listeners(
     app: App, service: WizardService, after_ack: AfterAck, clients: SlackClients
 ) -> None:
     """Register the slash command, the events, the button clicks and the app's install
-    lifecycle on `app`: each acks at once and hands its work to `after_ack`."""
+    lifecycle on `app`: each acks at once and hands its work to `after_ack`. A request any of
+    them (or Bolt) raises on is logged and answered 200 (`answered_anyway`): Slack retries
+    anything else, and a malformed payload would fail the same way again."""
+    app.error(answered_anyway)
     commands.register(app, service, after_ack)
     events.register(app, service, after_ack)
     actions.register(app, service, after_ack)

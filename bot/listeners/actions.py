@@ -19,10 +19,16 @@ from bot.blocks import (
     RUN_CANCEL_ACTION,
     RUN_FIX_ACTION,
     parse_answer_value,
-    picked_value,
 )
 from bot.drafts import DRAFT_AGAIN, DRAFT_EDIT
 from bot.listeners.guard import AfterAck
+from bot.listeners.payloads import (
+    mapping_at,
+    optional_mapping,
+    optional_text,
+    required_text,
+    text_at,
+)
 from bot.script_results import parse_session_ref
 from bot.wizard import Incoming, WizardService
 from flows import Reply
@@ -42,13 +48,13 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         context: BoltContext,
     ) -> None:
         ack()
+        user, delivery = clicker(body), click_id(body, action)
         parsed = parse_answer_value(picked_value(action))
         key = action_key(body)
         if parsed is None or key is None:
             return
         step_id, value = parsed
-        user = body["user"]["id"]
-        incoming = Incoming(key, user, Reply.button(step_id, value), click_id(body, action))
+        incoming = Incoming(key, user, Reply.button(step_id, value), delivery)
         after_ack.submit(
             context,
             "action",
@@ -67,11 +73,11 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         context: BoltContext,
     ) -> None:
         ack()
-        key = parse_session_ref(action.get("value") or "")
+        user, delivery = clicker(body), click_id(body, action)
+        action_id = required_text(action, "action_id")
+        key = parse_session_ref(optional_text(action, "value"))
         if key is None:
             return
-        user, action_id = body["user"]["id"], action["action_id"]
-        delivery = click_id(body, action)
         after_ack.submit(
             context,
             "action",
@@ -92,13 +98,13 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         context: BoltContext,
     ) -> None:
         ack()
+        user, delivery = clicker(body), click_id(body, action)
+        action_id = required_text(action, "action_id")
+        value = optional_text(action, "value")
+        message_ts = text_at(body, "message", "ts")
         key = action_key(body)
         if key is None:
             return
-        user, action_id = body["user"]["id"], action["action_id"]
-        value = str(action.get("value") or "")
-        message_ts = (body.get("message") or {}).get("ts")
-        delivery = click_id(body, action)
         after_ack.submit(
             context,
             "action",
@@ -162,16 +168,13 @@ def on_run_button(
         context: BoltContext,
     ) -> None:
         ack()
+        user, delivery = clicker(body), click_id(body, action)
+        action_id = required_text(action, "action_id")
         run_id = clicked_run(action)
         if run_id is None:
             return
         click = RunClick(
-            client,
-            run_id,
-            body["user"]["id"],
-            click_id(body, action),
-            action["action_id"],
-            str(body.get("trigger_id") or ""),
+            client, run_id, user, delivery, action_id, text_at(body, "trigger_id") or ""
         )
         after_ack.submit(
             context, "action", lambda: work(click), key=action_key(body), team=context.team_id
@@ -180,24 +183,42 @@ def on_run_button(
 
 def action_key(body: Mapping[str, Any]) -> SessionKey | None:
     """The wizard a clicked button belongs to: the thread of the message it sits on."""
-    message = body.get("message") or {}
-    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
-        "channel_id"
-    )
-    thread = message.get("thread_ts") or (body.get("container") or {}).get("thread_ts")
-    team = (body.get("team") or {}).get("id") or body.get("user", {}).get("team_id")
+    channel = text_at(body, "channel", "id") or text_at(body, "container", "channel_id")
+    thread = text_at(body, "message", "thread_ts") or text_at(body, "container", "thread_ts")
+    team = clicked_team(body)
     if not (channel and thread and team):
         return None
-    return SessionKey(team, channel, str(thread))
+    return SessionKey(team, channel, thread)
+
+
+def clicked_team(body: Mapping[str, Any]) -> str | None:
+    """The workspace the click came from (Slack's, never the button's value)."""
+    return text_at(body, "team", "id") or text_at(body, "user", "team_id")
+
+
+def clicker(body: Mapping[str, Any]) -> str:
+    """Who clicked; Malformed when the payload names nobody, or a part of it that the click's
+    listeners read is not an object."""
+    for part in ("message", "channel", "container", "team"):
+        optional_mapping(body, part)
+    return required_text(body, "user", "id")
 
 
 def click_id(body: Mapping[str, Any], action: Mapping[str, Any]) -> str:
     """A click's delivery id: Slack's retries of one click share it, two clicks do not."""
-    user = body["user"]["id"]
-    return f"action:{user}:{action.get('action_ts') or body.get('trigger_id')}"
+    when = text_at(action, "action_ts") or text_at(body, "trigger_id")
+    return f"action:{clicker(body)}:{when}"
+
+
+def picked_value(action: Mapping[str, Any]) -> str:
+    """What a click on one of our answers carries: a button's value, or a select's option;
+    Malformed when either is something else than text."""
+    return optional_text(action, "value") or optional_text(
+        mapping_at(action, "selected_option"), "value"
+    )
 
 
 def clicked_run(action: Mapping[str, Any]) -> int | None:
     """The run a status card's or a failure's button names; None when the value is not one."""
-    value = action.get("value") or ""
+    value = optional_text(action, "value")
     return int(value) if value.isdigit() else None

@@ -8,6 +8,7 @@ from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
 from bot.listeners.guard import AfterAck
+from bot.listeners.payloads import optional_text, required_text, text_at
 from bot.slack_text import as_typed
 from bot.wizard import WizardService
 
@@ -20,10 +21,11 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond
     ) -> None:
         ack()
-        text = as_typed(command.get("text") or "").strip()  # Slack escapes `&`, `<`, `>`
-        team = command.get("team_id") or context.team_id or ""
-        user = command["user_id"]
-        channel = command["channel_id"]
+        # Slack escapes `&`, `<`, `>`; a field missing or of another type: Malformed (200).
+        text = as_typed(optional_text(command, "text")).strip()
+        team = text_at(command, "team_id") or context.team_id or ""
+        user = required_text(command, "user_id")
+        channel = required_text(command, "channel_id")
 
         def work() -> None:
             answer = service.command(client, team, channel, user, text)

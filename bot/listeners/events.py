@@ -11,6 +11,15 @@ from slack_sdk import WebClient
 
 from bot.attachments import attachment_from_file
 from bot.listeners.guard import AfterAck, guarded
+from bot.listeners.payloads import (
+    Malformed,
+    mapping_at,
+    optional_list,
+    optional_text,
+    required_text,
+    text_at,
+    value_at,
+)
 from bot.slack_text import as_typed, without_mention_of
 from bot.wizard import Incoming, WizardService
 from flows import Attachment, Reply
@@ -36,13 +45,14 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
                 guarded(lambda: service.handle(client, incoming), client, incoming.key, service)
 
         limit = service.max_upload_bytes
-        if event.get("files"):  # downloading them is I/O: after the ack, with the rest
+        if event_files(event):  # downloading them is I/O: after the ack, with the rest
+            message_incoming(event, body, client, context, limit, download=False)  # well formed
             after_ack.submit(
                 context,
                 "event",
                 lambda: answer(message_incoming(event, body, client, context, limit)),
                 team=context.team_id,
-                channel=event.get("channel"),
+                channel=text_at(event, "channel"),
             )
             return
         incoming = message_incoming(event, body, client, context, limit)  # no I/O: no files
@@ -51,9 +61,9 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
 
     @app.event("app_home_opened")
     def on_home(event: dict[str, Any], client: WebClient, context: BoltContext) -> None:
-        if event.get("tab", "home") != "home":
+        if (optional_text(event, "tab") or "home") != "home":
             return
-        user, team = event["user"], context.team_id or ""
+        user, team = required_text(event, "user"), context.team_id or ""
         after_ack.submit(
             context, "event", lambda: service.publish_home(client, user, team), team=team
         )
@@ -74,35 +84,50 @@ def message_incoming(
     client: WebClient,
     context: BoltContext,
     max_upload_bytes: int,
+    *,
+    download: bool = True,
 ) -> Incoming | Refusal | None:
     """A thread reply as an Incoming (its text as typed: `as_typed`); a Refusal for edits and
-    files we cannot take; None if not ours. An edit's text is never read."""
-    subtype = event.get("subtype")
-    if subtype in IGNORED_SUBTYPES or event.get("bot_id"):
+    files we cannot take; None if not ours. An edit's text is never read. Malformed when a field
+    it reads is of another type than Slack's; without `download`, only that is checked (the
+    files are not fetched)."""
+    subtype = optional_text(event, "subtype")
+    if subtype in IGNORED_SUBTYPES or value_at(event, "bot_id"):
         return None
-    channel = event.get("channel")
-    team = context.team_id or body.get("team_id") or event.get("team") or ""
+    channel = optional_text(event, "channel")
+    team = context.team_id or text_at(body, "team_id") or text_at(event, "team") or ""
     if subtype == "message_changed":
-        edited = event.get("message") or {}
-        thread, user = edited.get("thread_ts"), edited.get("user")
+        edited = value_at(event, "message")
+        if not isinstance(edited, dict):
+            raise Malformed("message_changed without its message")
+        thread, user = optional_text(edited, "thread_ts"), optional_text(edited, "user")
         if channel and thread and user and thread != edited.get("ts") and not edited.get("bot_id"):
             text = "I only read new replies, not edits: send the corrected answer as a new reply."
-            return Refusal(SessionKey(team, channel, str(thread)), user, text)
+            return Refusal(SessionKey(team, channel, thread), user, text)
         return None
-    thread = event.get("thread_ts")
-    user = event.get("user")
+    thread = optional_text(event, "thread_ts")
+    user = optional_text(event, "user")
+    files = event_files(event)
+    # The text as the user typed it (a leading mention of the bot dropped); the attached files
+    # are raw bytes, never unescaped.
+    text = without_mention_of(context.bot_user_id, optional_text(event, "text"))
     if not (channel and thread and user) or thread == event.get("ts"):
         return None  # not a reply in a thread
-    key = SessionKey(team, channel, str(thread))
+    key = SessionKey(team, channel, thread)
     attachments: list[Attachment] = []
-    for file in event.get("files") or []:
+    for file in files if download else []:
         taken = attachment_from_file(client, file, max_upload_bytes)
         if isinstance(taken, str):
             return Refusal(key, user, taken)
         attachments.append(taken)
-    delivery = body.get("event_id") or event.get("client_msg_id")
-    # The text as the user typed it (a leading mention of the bot dropped); the attached files
-    # are raw bytes, never unescaped.
-    text = without_mention_of(context.bot_user_id, event.get("text") or "")
+    delivery = text_at(body, "event_id") or text_at(event, "client_msg_id")
     reply = Reply(text=as_typed(text), attachments=tuple(attachments))
     return Incoming(key, user, reply, delivery)
+
+
+def event_files(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The files of a message event; Malformed unless a list of objects."""
+    files = optional_list(event, "files")
+    if not all(isinstance(file, dict) for file in files):
+        raise Malformed("files that are not objects")
+    return [mapping_at(file) for file in files]

@@ -11,7 +11,8 @@ from slack_sdk import WebClient
 from bot.blocks import RUN_COMPARE_ACTION, RUN_RERUN_ACTION, RUN_TRY_ACTION, TRY_MODAL
 from bot.listeners.actions import on_run_button
 from bot.listeners.guard import AfterAck
-from bot.runs.tryit import MAX_PROMPT_CHARS, PROMPT_BLOCK, modal_prompt
+from bot.listeners.payloads import Malformed, optional_text, required_text, text_at, value_at
+from bot.runs.tryit import MAX_PROMPT_CHARS, PROMPT_BLOCK, PROMPT_INPUT
 from bot.wizard import WizardService
 
 
@@ -49,7 +50,13 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         client: WebClient,
         context: BoltContext,
     ) -> None:
-        prompt = modal_prompt(view)
+        user = required_text(body, "user", "id")
+        values = value_at(view, "state", "values")
+        if not isinstance(values, dict):
+            raise Malformed("a view without its state")
+        prompt = optional_text(values, PROMPT_BLOCK, PROMPT_INPUT, "value").strip()
+        # "<run id> <channel>" (the channel routes it); a modal opened before: "<run id>".
+        metadata = optional_text(view, "private_metadata").partition(" ")[0]
         if not prompt:
             ack(response_action="errors", errors={PROMPT_BLOCK: "Type a prompt for the model."})
             return
@@ -60,12 +67,9 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
             )
             return
         ack()  # the modal closes; the reply goes into the run's thread
-        # "<run id> <channel>" (the channel routes it); a modal opened before: "<run id>".
-        metadata = str(view.get("private_metadata") or "").partition(" ")[0]
         if not metadata.isdigit():
             return
-        user = body["user"]["id"]
-        delivery = f"view:{view.get('id')}"
+        delivery = f"view:{text_at(view, 'id')}"
         after_ack.submit(
             context,
             "view",

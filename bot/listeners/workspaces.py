@@ -12,6 +12,7 @@ from slack_bolt import Ack, App, BoltContext, BoltResponse
 from bot.home import OPEN_THREAD_ACTION
 from bot.installations import SlackClients
 from bot.listeners.guard import AfterAck
+from bot.listeners.payloads import Malformed, optional_list, value_at
 from bot.wizard import WizardService
 
 UNINSTALLED = "app_uninstalled"
@@ -50,14 +51,19 @@ def register(app: App, service: WizardService, after_ack: AfterAck, clients: Sla
 
     @app.event(BOT_TOKEN_REVOKED)
     def on_tokens_revoked(event: dict[str, Any], context: BoltContext) -> None:
-        tokens = event.get("tokens") or {}
+        tokens = value_at(event, "tokens")
+        if not isinstance(tokens, dict):
+            raise Malformed("tokens_revoked without its tokens")
+        users, bots = optional_list(tokens, "oauth"), optional_list(tokens, "bot")
+        if not all(isinstance(user, str) for user in users):
+            raise Malformed("revoked user tokens that are not user ids")
         store = app.installation_store
-        for user in tokens.get("oauth") or []:  # user tokens: the bot asks for none, but forget
+        for user in users:  # user tokens: the bot asks for none, but forget
             if store is not None:
                 store.delete_installation(
                     enterprise_id=context.enterprise_id, team_id=context.team_id, user_id=user
                 )
-        if tokens.get("bot"):
+        if bots:
             after_ack.submit(
                 context, "event", lambda: left(context, BOT_TOKEN_REVOKED), team=context.team_id
             )

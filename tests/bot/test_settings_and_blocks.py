@@ -14,10 +14,10 @@ from bot.blocks import (
     answered_message,
     edit_menu_message,
     parse_answer_value,
-    picked_value,
     problem_message,
     question_message,
 )
+from bot.listeners.actions import picked_value
 from bot.settings import SettingsError, load_settings
 from bot.slack_text import escape
 from flows import EDIT_MENU, EditMenu, OptionView, Problem, Progress, Question
