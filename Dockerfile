@@ -17,6 +17,7 @@ COPY templates ./templates
 COPY artbot ./artbot
 COPY checks ./checks
 COPY config ./config
+COPY isolation ./isolation
 COPY assistant ./assistant
 COPY storage ./storage
 COPY bot ./bot

@@ -25,6 +25,7 @@ from assistant.proposals import Proposal
 from assistant.sandbox import Limits
 from assistant.settings import AssistantSettings, load_assistant_settings
 from config.from_environment import SettingsError
+from isolation.sandbox import Sandbox
 
 __all__ = [
     "DRAFT_WORD",
@@ -49,19 +50,26 @@ __all__ = [
 ]
 
 
-def assistant_for(settings: AssistantSettings) -> Assistant:
-    """The assistant these settings describe, talking to its model over the `openai` client."""
+def assistant_for(settings: AssistantSettings, code_sandbox: Sandbox | None = None) -> Assistant:
+    """The assistant these settings describe, talking to its model over the `openai` client;
+    its drafts are tried in `code_sandbox` (None: this host's, which runs nothing unconfined)."""
     model = OpenAIChatModel.connect(
         settings.model,
         base_url=settings.base_url,
         api_key=settings.key(),
         timeout_s=settings.timeout_s,
     )
-    return Assistant(model, Budget(settings.requests_per_minute, settings.tokens_per_day))
+    return Assistant(
+        model,
+        Budget(settings.requests_per_minute, settings.tokens_per_day),
+        code_sandbox=code_sandbox,
+    )
 
 
-def assistant_from_environment(env: Mapping[str, str]) -> Assistant | None:
+def assistant_from_environment(
+    env: Mapping[str, str], code_sandbox: Sandbox | None = None
+) -> Assistant | None:
     """The configured assistant, or None when `ARTBOT_LLM_MODEL` is not set. Raises
     SettingsError naming every problem."""
     settings = load_assistant_settings(env)
-    return assistant_for(settings) if settings is not None else None
+    return assistant_for(settings, code_sandbox) if settings is not None else None

@@ -49,6 +49,7 @@ from flows import (
     redact_secrets,
     tool_schemas_from_code,
 )
+from isolation.sandbox import Sandbox
 
 ASK_PREFIX = "ask "
 MAX_ASSISTED_CHARS = 2_000
@@ -98,7 +99,9 @@ class Assistant:
     model: ChatModel
     budget: Budget
     sandbox: Limits = field(default_factory=Limits)
-    """Where drafts are tried before they are offered."""
+    """What a draft may use when it is tried before it is offered."""
+    code_sandbox: Sandbox | None = None
+    """Where drafts are tried: None is this host's sandbox, which runs nothing unconfined."""
 
     def respond(self, flow: Flow, session: Session, reply: Reply, user: str) -> Assisted:
         """The turn for `reply`: the engine's, or an answer to a question, or a proposal (a
@@ -152,7 +155,8 @@ class Assistant:
     def draft(self, flow: Flow, session: Session, question: Question, user: str) -> Assisted:
         """A checked draft of the open code question's answer, offered as a proposal."""
 
-        turn, proposal = write_draft(self._asker(user), flow, session, question, self.sandbox)
+        host = self.code_sandbox or Sandbox.for_host()
+        turn, proposal = write_draft(self._asker(user), flow, session, question, self.sandbox, host)
         return Assisted(turn, proposal)
 
     def _asker(self, user: str) -> AskModel:

@@ -7,7 +7,7 @@ reported plainly. An offered draft counts only when the user accepts it: then it
 engine exactly as if typed.
 
     if is_draft_request(flow, session, reply):
-        turn, proposal = write_draft(ask_model, flow, session, question, limits)
+        turn, proposal = write_draft(ask_model, flow, session, question, limits, host)
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from flows import (
     code_calls,
     redact_secrets,
 )
+from isolation.sandbox import Sandbox
 
 DRAFT_WORD = "draft"
 DRAFT_TOKENS = 2_000
@@ -132,7 +133,12 @@ def not_configured(flow: Flow, session: Session, reply: Reply) -> Turn | None:
 
 
 def write_draft(
-    ask: AskModel, flow: Flow, session: Session, question: Question, limits: Limits
+    ask: AskModel,
+    flow: Flow,
+    session: Session,
+    question: Question,
+    limits: Limits,
+    host: Sandbox,
 ) -> tuple[Turn, Proposal | None]:
     """A draft for the open code (or tools) question, checked and tried in the sandbox, as a
     proposal (the session unchanged); or, after two failed drafts or no model, the question again
@@ -148,7 +154,7 @@ def write_draft(
                 code = _pretty_json(code)
         except ModelUnavailable as why:
             return _again(flow, session, f"(The assistant could not draft this time: {why}.)"), None
-        problem, tried = check_draft(flow, session, question.step_id, code, limits)
+        problem, tried = check_draft(flow, session, question.step_id, code, limits, host)
         if problem is None:
             step = flow.step(question.step_id)
             reason = f"{_clip(redact_secrets(summary), 300)}\n{tried}".strip()
@@ -168,11 +174,11 @@ def write_draft(
 
 
 def check_draft(
-    flow: Flow, session: Session, step_id: str, code: str, limits: Limits
+    flow: Flow, session: Session, step_id: str, code: str, limits: Limits, host: Sandbox
 ) -> tuple[str | None, str]:
     """What is wrong with `code` as the answer to `step_id` (None: nothing), and what was tried.
     First the step's own validator through the engine, exactly as typed code; then the script's
-    calls on a few scenarios in the sandbox."""
+    calls on a few scenarios in `host`'s sandbox (where it may run code)."""
     trial = advance(flow, session, Reply(text=code, step_id=step_id))
     if not any(isinstance(e, Answered) and e.step_id == step_id for e in trial.effects):
         problems = [m.text for m in trial.messages if isinstance(m, Problem)]
@@ -184,7 +190,9 @@ def check_draft(
     if calls is None:
         typed = "a typed answer" if step_id in JSON_DRAFTS else "typed code"
         return None, f"Checked like {typed}."
-    report = run_sandboxed(calls, limits)
+    if not host.may_run:
+        return None, f"Checked like typed code; not run: {host.refusal}."
+    report = run_sandboxed(calls, limits, host)
     if report.problem is not None:
         return report.problem, ""
     scenarios = len(calls.scenarios) or (3 if calls.generate else 0)

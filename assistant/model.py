@@ -12,6 +12,8 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.shared_params import ResponseFormatJSONSchema
 
+from isolation.redaction import redact
+
 
 class ModelUnavailable(Exception):
     """No usable reply this time (timeout, rate limit, server error, malformed output); the
@@ -66,10 +68,12 @@ class OpenAIChatModel:
         schema: Mapping[str, Any] | None = None,
         max_tokens: int,
     ) -> Completion:
+        # The one door to the model: whatever a message holds, configured secrets, credential
+        # shapes and URL passwords do not leave (isolation.redaction).
         wire: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": m.content}
+            {"role": "system", "content": redact(m.content)}
             if m.role == "system"
-            else {"role": "user", "content": m.content}
+            else {"role": "user", "content": redact(m.content)}
             for m in messages
         ]
         try:

@@ -1,13 +1,12 @@
-"""Run a draft's code on a few scenarios in a child process, never in the bot's: a fresh Python
-(`-I`: no environment variables of Python's, no user site), in an empty temporary directory, with
-an environment of its own that holds no secrets, killed at a wall-clock limit, and limited from
-inside (assistant/sandbox_child.py) in memory, CPU time, file sizes and open files, with network,
-processes and native libraries refused by an audit hook.
+"""Run a draft's code on a few scenarios in a child process, never in the bot's: inside the
+host's OS sandbox (isolation.sandbox: namespaces with no network and no view of the bot's files
+or processes, a uid of its own, rlimits), as a fresh Python (`-I`) in an empty scratch folder
+with an environment that holds nothing of the bot's, killed at a wall-clock limit. Inside, the
+child (assistant/sandbox_child.py) also limits itself and refuses network, processes and native
+libraries with an audit hook: not a boundary (the sandbox is), but a clear message for the
+common mistakes.
 
-That stops mistakes (an endless loop, a huge allocation, a call to a real API), not a determined
-attacker: the draft is still code the user reads before it counts.
-
-    report = run_sandboxed(code_calls("reward_logic", answers, code), Limits())
+    report = run_sandboxed(code_calls("reward_logic", answers, code), Limits(), Sandbox.for_host())
     report.problem   # None: it ran on every scenario
 """
 
@@ -23,11 +22,15 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 from flows import CodeCalls
+from isolation.sandbox import Sandbox, SandboxLimits, python_paths, sandbox_environment
 
 CHILD = "sandbox_child.py"
 MAX_OUTPUT_BYTES = 1_000_000
+FILE_BYTES = 10_000_000
+OPEN_FILES = 64
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,16 @@ class Limits:
     wall_seconds: float = 10.0
     cpu_seconds: int = 8
     memory_bytes: int = 512 * 1024 * 1024
+    processes: int = 16
+
+    def for_sandbox(self) -> SandboxLimits:
+        return SandboxLimits(
+            cpu_seconds=self.cpu_seconds,
+            memory_bytes=self.memory_bytes,
+            processes=self.processes,
+            file_bytes=FILE_BYTES,
+            open_files=OPEN_FILES,
+        )
 
 
 @dataclass(frozen=True)
@@ -47,9 +60,11 @@ class SandboxReport:
         return self.problem is None
 
 
-def run_sandboxed(exercise: CodeCalls, limits: Limits) -> SandboxReport:
-    """Load the code and make its calls on each scenario in a child process; say what failed,
-    if anything."""
+def run_sandboxed(exercise: CodeCalls, limits: Limits, host: Sandbox) -> SandboxReport:
+    """Load the code and make its calls on each scenario in a child process in `host`'s
+    sandbox; say what failed, if anything. The caller checks `host.may_run` first."""
+    if not host.may_run:
+        raise RuntimeError(host.refusal)
     marker = f"@@result-{secrets.token_hex(8)}@@"
     job = {
         "marker": marker,
@@ -70,15 +85,26 @@ def run_sandboxed(exercise: CodeCalls, limits: Limits) -> SandboxReport:
             for c in exercise.calls
         ],
     }
-    child = resources.files("assistant").joinpath(CHILD)
-    with tempfile.TemporaryDirectory(prefix="artbot-sandbox-") as home:
+    child = Path(str(resources.files("assistant").joinpath(CHILD)))
+    # The base interpreter, not artbot's venv: the child needs the standard library only.
+    python = os.path.realpath(sys.executable)
+    with (
+        tempfile.TemporaryDirectory(prefix="artbot-sandbox-") as home,
+        host.confine(
+            [python, "-I", str(child)],
+            cwd=Path(home),
+            limits=limits.for_sandbox(),
+            read_only=[*python_paths(python), child],
+            writable=[Path(home)],
+        ) as command,
+    ):
         process = subprocess.Popen(
-            [sys.executable, "-I", str(child)],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=home,
-            env=_clean_environment(home),
+            env=sandbox_environment(Path(home), {"PYTHONDONTWRITEBYTECODE": "1"}),
             start_new_session=True,  # its own process group: killed whole
         )
         try:
@@ -89,18 +115,8 @@ def run_sandboxed(exercise: CodeCalls, limits: Limits) -> SandboxReport:
                 f"the sandbox stopped it after {limits.wall_seconds:g} seconds "
                 "(an endless loop, or far too slow)"
             )
+        _kill(process)  # what it left behind goes with its group (and its PID namespace)
     return _read(out[-MAX_OUTPUT_BYTES:], marker, process.returncode, limits)
-
-
-def _clean_environment(home: str) -> dict[str, str]:
-    """Only what Python needs: no keys, tokens or settings of the bot."""
-    return {
-        "PATH": os.defpath,
-        "HOME": home,
-        "TMPDIR": home,
-        "LANG": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
@@ -119,6 +135,8 @@ def _read(out: bytes, marker: str, returncode: int, limits: Limits) -> SandboxRe
             if problem is None or isinstance(problem, str):
                 return SandboxReport(problem)
             break
+    if returncode > 128 and returncode - 128 in signal.valid_signals():
+        returncode = 128 - returncode  # bubblewrap passes on a death by signal N as 128 + N
     if returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return SandboxReport(
             f"the sandbox stopped it: it used more than {limits.cpu_seconds} seconds of CPU "

@@ -34,6 +34,7 @@ from bot.thread_effects import Ask, Post, Retire, Update
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import CheckReport, check_script
 from flows import TRAIN_RL, RenderError, hyperparameters, render_script
+from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -120,11 +121,14 @@ class ScriptResults:
         executor: Executor,
         *,
         dryrun: Dryrun | None = dryrun_script,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self._outbox = outbox
         self._scripts_dir = scripts_dir
         self._executor = executor
         self._dryrun = dryrun
+        self.sandbox = sandbox or Sandbox.for_host()
+        """Where users' code runs on this host (the dry run's, the drafts'), or why nowhere."""
 
     def script_path(self, key: SessionKey, answers: Mapping[str, Any]) -> Path:
         return self.script_file(key, f"{answers['run_name']}.py")
@@ -185,7 +189,7 @@ class ScriptResults:
             summary=summary(answers),
             check=check_line(report),
             digest=script_digest(script),
-            dryrun=DRYRUN_RUNNING if self._dryrun is not None and report.ok else "",
+            dryrun=self._dryrun_line(report.ok),
         )
         # Buttons under an older script of this thread would act on this one: they go.
         self._outbox.enqueue(
@@ -195,8 +199,17 @@ class ScriptResults:
                 Ask(RESULT_STEP, card.remembered(), card.message()),
             ],
         )
-        if card.dryrun:
+        if card.dryrun == DRYRUN_RUNNING:
             self._executor.submit(self._dryrun_and_report, client, key, path, card)
+
+    def _dryrun_line(self, checked_ok: bool) -> str:
+        if not checked_ok:
+            return ""
+        if self._dryrun is not None:
+            return DRYRUN_RUNNING
+        if not self.sandbox.may_run:
+            return f":lock: Not dry-run: {self.sandbox.refusal}."
+        return ""
 
     def _upload(self, client: WebClient, key: SessionKey, name: str, script: str) -> str | None:
         """The uploaded script's permalink (None: Slack refused it; the card says so)."""

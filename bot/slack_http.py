@@ -13,10 +13,14 @@ fails before a single byte of the answer came back, on a connection used before,
 once on a new one: the server closed it without reading the request (what browsers do too). A
 failure after that, or on a new connection, is the caller's, as with urllib. Through a proxy
 (slack_sdk's `proxy`, or HTTPS_PROXY in the environment) calls go through urllib as before.
+
+It is also the one door to Slack: every call's arguments and every uploaded file pass the
+process's redaction (isolation.redaction) on their way out, whichever feature sent them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import ssl
@@ -29,6 +33,10 @@ from urllib.parse import urlsplit
 from urllib.request import Request
 
 from slack_sdk import WebClient
+from slack_sdk.web.base_client import SlackResponse
+from slack_sdk.web.file_upload_v2_result import FileUploadV2Result
+
+from isolation.redaction import redact, redact_data
 
 IDLE_KEPT_S = 20.0
 """An idle connection older than this is closed rather than used (servers drop idle ones)."""
@@ -38,6 +46,8 @@ _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
 """What a reused connection that the server had closed fails with before any answer."""
 
 _Origin = tuple[str, str, int]
+CREDENTIAL_METHODS = ("oauth.", "openid.", "auth.", "apps.")
+"""Web API methods whose arguments are credentials on purpose: sent unredacted."""
 
 
 class KeptAliveConnections:
@@ -90,6 +100,39 @@ class KeepAliveWebClient(WebClient):
     def __init__(self, *, connections: KeptAliveConnections = CONNECTIONS, **options: Any) -> None:
         super().__init__(**options)
         self.connections = connections
+
+    def api_call(
+        self,
+        api_method: str,
+        *,
+        http_verb: str = "POST",
+        files: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+        headers: dict[str, Any] | None = None,
+        auth: dict[str, Any] | None = None,
+    ) -> SlackResponse:
+        """Every call's arguments redacted (isolation.redaction) before they leave, except the
+        calls that carry credentials on purpose (OAuth, auth, apps)."""
+        if not api_method.startswith(CREDENTIAL_METHODS):
+            data, params, json = redact_data(data), redact_data(params), redact_data(json)
+        return super().api_call(
+            api_method,
+            http_verb=http_verb,
+            files=files,
+            data=data,
+            params=params,
+            json=json,
+            headers=headers,
+            auth=auth,
+        )
+
+    def _upload_file(self, *, url: str, data: bytes, **options: Any) -> FileUploadV2Result:
+        """A file's content redacted too (files_upload_v2 sends it to its own URL)."""
+        with contextlib.suppress(UnicodeDecodeError):  # not text: sent as it is
+            data = redact(data.decode("utf-8")).encode("utf-8")
+        return super()._upload_file(url=url, data=data, **options)
 
     def _perform_urllib_http_request_internal(self, url: str, req: Request) -> dict[str, Any]:
         parts = urlsplit(url)

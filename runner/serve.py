@@ -14,10 +14,11 @@ from typing import Any
 import uvicorn
 from sqlalchemy.exc import SQLAlchemyError
 
+from isolation.inspection import forbid_inspection
+from isolation.log_filters import filter_log_handlers
 from runner.api import create_app, wrap
 from runner.executor import JobProcess
 from runner.gpu import GpuProbe
-from runner.hardening import filter_log_handlers, forbid_inspection
 from runner.instance_lock import DatabaseInUse, RunnerLock
 from runner.migrations import RUNNER_DATABASE
 from runner.ray_jobs import RayUnavailable

@@ -1,7 +1,7 @@
 """The layout's layers hold: no package imports a package above it.
 
-Bottom to top: the pure wizard (`flows`), reading settings (`config`) and the database
-plumbing (`storage.database`, `storage.sql_store`, `storage.migrations`) import nothing of
+Bottom to top: the pure wizard (`flows`), reading settings (`config`), the sandbox and the
+redaction for untrusted code and secrets (`isolation`), and the database plumbing (`storage.database`, `storage.sql_store`, `storage.migrations`) import nothing of
 ours; the session store and the checks build on the wizard; the runner on the plumbing alone;
 the assistant (a language model in front of the wizard) on the wizard and the settings; the
 Slack bot on all of those (the runner only through its client and wire schemas); the command
@@ -20,23 +20,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-OURS = ("flows", "config", "storage", "checks", "runner", "assistant", "bot", "artbot")
+OURS = ("flows", "config", "isolation", "storage", "checks", "runner", "assistant", "bot", "artbot")
 PLUMBING = ("storage.database", "storage.sql_store", "storage.migrations")
 
 # What each part may import of ours besides itself: a package, or one module of it.
 ALLOWED: dict[str, tuple[str, ...]] = {
     "flows": (),
     "config": (),
+    "isolation": (),
     "storage.database": (),
     "storage.sql_store": ("storage.database",),
     "storage.migrations": ("storage.database",),
     "storage.sessions": ("flows", *PLUMBING),
-    "checks": ("flows",),
-    "runner": ("config", *PLUMBING),
-    "assistant": ("flows", "config"),
+    "checks": ("flows", "isolation"),
+    "runner": ("config", "isolation", *PLUMBING),
+    "assistant": ("flows", "config", "isolation"),
     "bot": (
         "flows",
         "config",
+        "isolation",
         "storage",
         "checks",
         "assistant",

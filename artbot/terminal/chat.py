@@ -46,6 +46,7 @@ from flows import (
     begin,
     render_script,
 )
+from isolation.sandbox import Sandbox
 from storage import migrations
 from storage.database import DatabaseUrlError, database_problem
 from storage.sessions import SessionKey, SessionStore, SessionStoreError, StaleSession
@@ -72,6 +73,9 @@ EDIT_DRAFT = (
 DRAFT_AGAIN_WORDS = frozenset({"again", "draft again"})
 EDIT_WORD = "edit"
 
+# Answers that name a file the script reads (here, the terminal's machine is the runner host).
+DATA_FILE_ANSWERS = ("scenarios_path", "train_source", "val_source")
+
 
 def run_chat_command(args: argparse.Namespace) -> int:
     """Run the wizard on stdin and stdout; the exit status says how it ended."""
@@ -81,7 +85,8 @@ def run_chat_command(args: argparse.Namespace) -> int:
         print(f"artbot chat: --session: {error}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        assistant = assistant_from_environment(os.environ)
+        # Drafts are the model's code run on your machine: sandboxed where this host can.
+        assistant = assistant_from_environment(os.environ, Sandbox.for_host(allow_unconfined=True))
     except SettingsError as error:
         print(f"artbot chat: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -292,9 +297,11 @@ class Chat:
             return EXIT_PROBLEMS
         if not self.dryrun:
             return EXIT_OK
-        return EXIT_OK if self._dry_run(written.path) is not False else EXIT_PROBLEMS
+        data_files = [Path(str(answers[name])) for name in DATA_FILE_ANSWERS if answers.get(name)]
+        dry_run = self._dry_run(written.path, data_files)
+        return EXIT_OK if dry_run is not False else EXIT_PROBLEMS
 
-    def _dry_run(self, path: Path) -> bool | None:
+    def _dry_run(self, path: Path, data_files: list[Path]) -> bool | None:
         """True or False as the dry run went; None when it is not available."""
         try:
             from checks.dryrun import dryrun_script  # imported late: the dry run is optional
@@ -303,7 +310,10 @@ class Chat:
             return None
         self.terminal.say("Dry run: running the script on this CPU with a stand-in model...")
         try:
-            report = dryrun_script(path)
+            # Your own code on your own machine: sandboxed where this host can, else not.
+            report = dryrun_script(
+                path, sandbox=Sandbox.for_host(allow_unconfined=True), data_files=data_files
+            )
         except (OSError, ValueError) as error:
             self.terminal.problem(f"The dry run could not start: {error}")
             return False

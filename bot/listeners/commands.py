@@ -11,6 +11,7 @@ from bot.listeners.guard import AfterAck
 from bot.listeners.payloads import optional_text, required_text, text_at
 from bot.slack_text import as_typed
 from bot.wizard import WizardService
+from isolation.redaction import redact
 
 
 def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
@@ -30,6 +31,6 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         def work() -> None:
             answer = service.command(client, team, channel, user, text)
             if answer is not None:
-                respond(text=answer, response_type="ephemeral")
+                respond(text=redact(answer), response_type="ephemeral")
 
         after_ack.submit(context, "command", work, team=team, channel=channel)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +25,7 @@ from checks.dryrun.handoff import (
     OWN_ENVIRONMENT_ENV,
     RECORD_ENV,
     SEED_ENV,
+    STACKS_AT_ENV,
     WANDB_KEY_PLACEHOLDER,
 )
 from checks.dryrun.script_frames import script_traceback, where_it_is
@@ -39,6 +42,7 @@ class BootstrapConfig:
     max_steps: int
     seed: int
     own_environment: bool = False  # the script's own PEP 723 environment, not artbot's
+    stacks_at: float | None = None  # when (time.time()) to record where it is: a timeout comes
 
     @property
     def step_limit(self) -> int:
@@ -53,7 +57,15 @@ class BootstrapConfig:
             max_steps=int(os.environ.get(MAX_STEPS_ENV, "3")),
             seed=int(os.environ.get(SEED_ENV, "0")),
             own_environment=os.environ.get(OWN_ENVIRONMENT_ENV) == "1",
+            stacks_at=float(os.environ[STACKS_AT_ENV]) if os.environ.get(STACKS_AT_ENV) else None,
         )
+
+
+def _record_stacks_at(when: float) -> None:
+    # The SIGUSR1 handler runs on the main thread, where the event loop and its tasks are.
+    timer = threading.Timer(max(0.0, when - time.time()), os.kill, (os.getpid(), signal.SIGUSR1))
+    timer.daemon = True
+    timer.start()
 
 
 def _is_step_limit(error: BaseException) -> bool:
@@ -135,8 +147,12 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     else:
         sys.path.insert(0, str(script.parent))
     sys.argv = [str(script), *script_args]
-    # The parent sends SIGUSR1 before it kills a run that timed out: say where it hangs.
+    # SIGUSR1 before a run that timed out is killed: say where it hangs.
     signal.signal(signal.SIGUSR1, lambda _, frame: recorder.stuck(where_it_is(frame, script)))
+    # In the sandbox the parent cannot signal this process: it signals itself, just before
+    # the parent's timeout.
+    if config.stacks_at is not None:
+        _record_stacks_at(config.stacks_at)
     stopped = False
     exit_code = 0
     try:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from checks.dryrun.launch import ENVIRONMENT_CHOICES, dryrun_script
 from checks.dryrun.report import DryrunReport
+from isolation.sandbox import Sandbox
 
 DESCRIPTION = (
     "Run an ART training script end to end on this CPU in seconds: a stand-in policy "
@@ -58,6 +59,16 @@ def add_dryrun_arguments(parser: argparse.ArgumentParser) -> None:
         "for openpipe-art[backend], the GPU stack (auto) [auto]",
     )
     parser.add_argument(
+        "--data",
+        dest="dryrun_data",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a file the script reads by absolute path (its scenarios): the sandbox lets it "
+        "read FILE (repeat for more)",
+    )
+    parser.add_argument(
         "--json",
         dest="dryrun_json",
         action="store_true",
@@ -90,6 +101,10 @@ def run_dryrun_command(args: argparse.Namespace) -> int:
             timeout_s=args.dryrun_timeout,
             workdir=args.dryrun_workdir,
             environment=args.dryrun_environment,
+            # The user's own code on the user's own machine: sandboxed where the host can,
+            # else under rlimits only, and the report says so.
+            sandbox=Sandbox.for_host(allow_unconfined=True),
+            data_files=args.dryrun_data,
         )
     except (FileNotFoundError, ValueError) as error:
         print(f"artbot dryrun: {error}", file=sys.stderr)

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from checks.dryrun.bytecode import compile_environment, compiled_bytecode_dir
 from checks.dryrun.handoff import (
     INJECTED_PATH_ENV,
     MAX_STEPS_ENV,
     OPENAI_KEY_PLACEHOLDER,
     OWN_ENVIRONMENT_ENV,
     RECORD_ENV,
+    STACKS_AT_ENV,
     WANDB_KEY_PLACEHOLDER,
 )
 from checks.dryrun.output_tail import OutputTail
@@ -34,13 +36,30 @@ from checks.dryrun.script_env import (
     script_environment,
 )
 from checks.script_metadata import ScriptMetadataError, script_dependencies
+from isolation.sandbox import Sandbox, SandboxLimits, python_paths, sandbox_environment
 
 COPY_LIMIT_BYTES = 5 * 1024 * 1024
 STACK_DUMP_WAIT_S = 2.0
 SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$|^AWS_", re.IGNORECASE)
 SECRET_PLACEHOLDER = "artbot-dryrun-placeholder"
-# Set by the bootstrap to the stand-in policy; a stale value must not leak through.
-DROPPED_VARIABLES = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
+# The keys RULER's judge reads by provider (templates/train_rl/partials/environment_check.py.j2):
+# the judge is stood in, so a placeholder passes the script's check for any of them.
+JUDGE_KEY_NAMES = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GROQ_API_KEY",
+    "MISTRAL_API_KEY",
+    "TOGETHERAI_API_KEY",
+)
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# What of artbot the child imports (the bootstrap and the stand-ins): all it sees of artbot.
+SANDBOXED_PACKAGES = ("checks", "flows", "isolation")
+# What one dry run may use. The address space holds art, litellm and openai with their threads'
+# stacks; processes count threads (RLIMIT_NPROC).
+DRYRUN_MEMORY_BYTES = 3 * 1024**3
+DRYRUN_PROCESSES = 256
 # Where the child runs: "auto" is the script's own environment when its dependency block is
 # light (anything but openpipe-art[backend]), else artbot's.
 EnvironmentChoice = Literal["auto", "script", "project"]
@@ -83,20 +102,25 @@ def choose_interpreter(script: Path, choice: EnvironmentChoice, cache_dir: Path)
 
 
 def dryrun_environment(
-    base: Mapping[str, str], *, record_path: Path, max_steps: int, own_environment: bool = False
+    base: Mapping[str, str],
+    *,
+    record_path: Path,
+    max_steps: int,
+    own_environment: bool = False,
+    home: Path | None = None,
+    pycache: Path | None = None,
+    stacks_at: float | None = None,
 ) -> dict[str, str]:
-    """The child's environment: no real secrets, offline libraries, the bootstrap's config."""
-    env = {
-        name: (SECRET_PLACEHOLDER if SECRET_NAME.search(name) else value)
-        for name, value in base.items()
-        if name not in DROPPED_VARIABLES
-    }
-    package_root = str(Path(__file__).resolve().parents[2])
-    if "PYTHONPYCACHEPREFIX" not in env:
-        # A dry run imports ~2,700 modules (art, litellm, openai); compiling them afresh in
-        # every run costs seconds. Cache the bytecode in artbot's own cache folder.
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(bytecode_cache_dir(base))
+    """The child's environment, built from nothing: no value of `base` reaches it.
+
+    A variable of `base` whose name says it holds a secret is passed as a placeholder (its
+    name only: scripts check that their keys are set), and so are the keys RULER's judges read
+    (the judge is stood in). The rest is the dry run's own configuration.
+    """
+    placeholders = {name: SECRET_PLACEHOLDER for name in base if SECRET_NAME.search(name)}
+    placeholders.update(dict.fromkeys(JUDGE_KEY_NAMES, SECRET_PLACEHOLDER))
+    env = sandbox_environment(home or record_path.parent, placeholders)
+    package_root = str(PACKAGE_ROOT)
     env.update(
         {
             # Placeholders pass the scripts' startup checks; the real keys never reach the child.
@@ -107,23 +131,24 @@ def dryrun_environment(
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
+            "MPLCONFIGDIR": "/tmp/matplotlib",
             "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": os.pathsep.join(p for p in (package_root, base.get("PYTHONPATH")) if p),
+            "PYTHONPATH": package_root,
             INJECTED_PATH_ENV: package_root,
             RECORD_ENV: str(record_path),
             MAX_STEPS_ENV: str(max_steps),
         }
     )
+    if pycache is not None:
+        # Compiled by artbot and read-only to the child (checks.dryrun.bytecode).
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if stacks_at is not None:
+        env[STACKS_AT_ENV] = f"{stacks_at:.3f}"
     if own_environment:
         env[OWN_ENVIRONMENT_ENV] = "1"
-    else:
-        env.pop(OWN_ENVIRONMENT_ENV, None)
     return env
-
-
-def bytecode_cache_dir(env: Mapping[str, str]) -> Path:
-    """Where dry runs keep compiled bytecode: `$XDG_CACHE_HOME/artbot/pycache`."""
-    return artbot_cache_dir(env) / "pycache"
 
 
 def stage_workdir(script: Path, workdir: Path) -> None:
@@ -152,10 +177,8 @@ def _working_directory(workdir: Path | None) -> Iterator[Path]:
         yield Path(temporary)
 
 
-def _ask_where_it_hangs(process: subprocess.Popen[bytes], record_path: Path) -> None:
-    # The bootstrap answers SIGUSR1 by recording the stacks; give it a moment.
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(process.pid, signal.SIGUSR1)
+def _wait_for_stacks(record_path: Path) -> None:
+    # The bootstrap records where it is STACK_DUMP_WAIT_S before the timeout; give it that.
     deadline = time.monotonic() + STACK_DUMP_WAIT_S
     while time.monotonic() < deadline:
         record = load_record(record_path)
@@ -165,9 +188,18 @@ def _ask_where_it_hangs(process: subprocess.Popen[bytes], record_path: Path) -> 
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    # The child leads its own session, so its group is exactly what this run started.
+    # The child leads its own session; in the sandbox, its PID namespace dies with it.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def dryrun_limits(timeout_s: float) -> SandboxLimits:
+    """What one dry run may use: CPU for two busy threads over the whole timeout."""
+    return SandboxLimits(
+        cpu_seconds=int(2 * timeout_s) + 10,
+        memory_bytes=DRYRUN_MEMORY_BYTES,
+        processes=DRYRUN_PROCESSES,
+    )
 
 
 def dryrun_script(
@@ -179,12 +211,17 @@ def dryrun_script(
     workdir: Path | None = None,
     environment: EnvironmentChoice = "auto",
     env_cache_dir: Path | None = None,
+    sandbox: Sandbox | None = None,
+    data_files: Sequence[Path] = (),
 ) -> DryrunReport:
     """Run the ART training script at `path` on a CPU with the stand-in policy and trainer.
 
     `environment` says where: the script's own PEP 723 environment (built once into
     `env_cache_dir`, default `$XDG_CACHE_HOME/artbot`), artbot's, or "auto" (its own unless
-    it asks for openpipe-art[backend]).
+    it asks for openpipe-art[backend]). It runs in `sandbox` (default: this host's, see
+    isolation.sandbox); an unconfined one runs it under rlimits only and says so, or, where it
+    may not run code, nothing runs and the report says why. `data_files` are files the script
+    reads by absolute path (a JSONL named in the terminal): the sandbox sees them, read-only.
     """
     script = path.resolve()
     if not script.is_file():
@@ -193,50 +230,84 @@ def dryrun_script(
         raise ValueError("max_steps must be at least 1")
     if environment not in ENVIRONMENT_CHOICES:
         raise ValueError(f"environment must be one of {', '.join(ENVIRONMENT_CHOICES)}")
+    sandbox = sandbox or Sandbox.for_host()
     started = time.monotonic()
+    if not sandbox.may_run:
+        return setup_failure_report(script, f"not dry-run: {sandbox.refusal}", duration_s=0.0)
+    cache_dir = env_cache_dir or artbot_cache_dir(os.environ)
     try:
-        interpreter = choose_interpreter(
-            script, environment, env_cache_dir or artbot_cache_dir(os.environ)
-        )
+        interpreter = choose_interpreter(script, environment, cache_dir)
     except (ScriptEnvError, ScriptMetadataError) as error:
         return setup_failure_report(
             script,
             f"the script's own environment could not be built: {error}",
             duration_s=time.monotonic() - started,
         )
+    pycache = compiled_bytecode_dir(os.environ)
+    compile_environment(interpreter.python, pycache)
+    notes = [interpreter.note] if interpreter.note else []
+    if not sandbox.confined:
+        notes.append(f"ran without a sandbox ({sandbox.reason}): the script could reach this host")
     with _working_directory(workdir) as cwd:
         stage_workdir(script, cwd)
         record_dir = Path(tempfile.mkdtemp(prefix="artbot-dryrun-record-"))
         try:
             record_path = record_dir / "record.json"
-            process = subprocess.Popen(
+            read_only = [
+                *python_paths(interpreter.python),
+                *(PACKAGE_ROOT / package for package in SANDBOXED_PACKAGES),
+                pycache,
+                *(file for file in data_files if Path(file).is_file()),
+            ]
+            read_only_at: dict[Path, Path] = {}
+            if sandbox.can_read(script.parent):
+                read_only.append(script.parent)
+            else:
+                # A private folder (0700): the sandbox's uid sees the staged copy in its place.
+                read_only_at[script.parent] = cwd
+                notes.append(
+                    "the script's folder is private (mode 0700), so the dry run saw a copy of "
+                    f"its files under {COPY_LIMIT_BYTES // 1024**2} MB, not its subfolders"
+                )
+            with sandbox.confine(
                 [interpreter.python, "-m", "checks.dryrun.bootstrap", str(script), *script_args],
                 cwd=cwd,
-                env=dryrun_environment(
-                    os.environ,
-                    record_path=record_path,
-                    max_steps=max_steps,
-                    own_environment=interpreter.own_environment,
-                ),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            output = OutputTail()
-            assert process.stdout is not None
-            output.follow(process.stdout)
-            exit_code: int | None
-            try:
-                exit_code = process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                exit_code = None
-                _ask_where_it_hangs(process, record_path)
-            # Also on a normal exit: leftovers of the script (its own children) go too.
-            _kill_group(process)
-            process.wait()
-            output.wait(timeout=5)
-            process.stdout.close()
+                limits=dryrun_limits(timeout_s),
+                read_only=read_only,
+                writable=[cwd, record_dir],
+                read_only_at=read_only_at,
+            ) as command:
+                process = subprocess.Popen(
+                    command,
+                    cwd=cwd,
+                    env=dryrun_environment(
+                        os.environ,
+                        record_path=record_path,
+                        max_steps=max_steps,
+                        own_environment=interpreter.own_environment,
+                        home=cwd,
+                        pycache=pycache,
+                        stacks_at=time.time() + max(0.0, timeout_s - STACK_DUMP_WAIT_S),
+                    ),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                output = OutputTail()
+                assert process.stdout is not None
+                output.follow(process.stdout)
+                exit_code: int | None
+                try:
+                    exit_code = process.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    exit_code = None
+                    _wait_for_stacks(record_path)
+                # Also on a normal exit: leftovers of the script (its own children) go too.
+                _kill_group(process)
+                process.wait()
+                output.wait(timeout=5)
+                process.stdout.close()
             return build_report(
                 script,
                 load_record(record_path),
@@ -245,7 +316,7 @@ def dryrun_script(
                 output_tail=output.lines(),
                 duration_s=time.monotonic() - started,
                 own_environment=interpreter.own_environment,
-                environment_note=interpreter.note,
+                environment_note="; ".join(notes),
             )
         finally:
             shutil.rmtree(record_dir, ignore_errors=True)

@@ -77,7 +77,7 @@ def script_environment(
     if (folder / MARKER).is_file():
         return ScriptEnvironment(interpreter, folder, False, time.monotonic() - started)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(folder.with_name(folder.name + ".lock")):
+    with exclusive_lock(folder.with_name(folder.name + ".lock")):
         # Another dry run may have built it while this one waited.
         if (folder / MARKER).is_file():
             return ScriptEnvironment(interpreter, folder, False, time.monotonic() - started)
@@ -104,7 +104,7 @@ def script_environment(
 
 
 @contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
+def exclusive_lock(lock_path: Path) -> Iterator[None]:
     with lock_path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -130,6 +130,9 @@ def _build(folder: Path, dependencies: ScriptDependencies, python: str, timeout_
         "pip",
         "install",
         "--quiet",
+        # Wheels only: building a source distribution runs its setup code on the bot host,
+        # outside any sandbox (a wheel's install runs nothing).
+        "--no-build",
         "--python",
         str(folder / "bin" / "python"),
         "--requirement",

@@ -9,8 +9,10 @@ import pytest
 
 from assistant.sandbox import Limits, run_sandboxed
 from flows import CodeCall, CodeCalls
+from isolation.sandbox import Sandbox
 
 LIMITS = Limits(wall_seconds=20, cpu_seconds=2, memory_bytes=256 * 1024 * 1024)
+HOST = Sandbox.for_host()
 
 
 def reward_of(code: str) -> CodeCalls:
@@ -27,7 +29,7 @@ def test_the_child_sees_no_secret_of_the_bot(monkeypatch: pytest.MonkeyPatch) ->
         "    assert not any('ARTBOT' in k for k in os.environ), 'a setting leaked'\n"
         "    return 1.0\n"
     )
-    assert run_sandboxed(reward_of(code), LIMITS).problem is None
+    assert run_sandboxed(reward_of(code), LIMITS, HOST).problem is None
 
 
 def test_the_child_works_in_an_empty_folder_of_its_own() -> None:
@@ -38,7 +40,7 @@ def test_the_child_works_in_an_empty_folder_of_its_own() -> None:
         "    assert os.listdir('.') == []\n"
         "    return 1.0\n"
     )
-    assert run_sandboxed(reward_of(code), LIMITS).problem is None
+    assert run_sandboxed(reward_of(code), LIMITS, HOST).problem is None
 
 
 @pytest.mark.parametrize(
@@ -51,7 +53,7 @@ def test_the_child_works_in_an_empty_folder_of_its_own() -> None:
 )
 def test_processes_and_network_are_refused_even_at_load_time(code: str, stopped: str) -> None:
     source = code + "def compute_reward(scenario, answer):\n    return 1.0\n"
-    report = run_sandboxed(reward_of(source), LIMITS)
+    report = run_sandboxed(reward_of(source), LIMITS, HOST)
     assert report.problem == f"the sandbox stopped it: the code {stopped}"
 
 
@@ -61,7 +63,7 @@ def test_what_the_code_prints_cannot_pass_for_the_result() -> None:
         "def compute_reward(scenario, answer):\n"
         "    return 'not a number'\n"
     )
-    report = run_sandboxed(reward_of(code), LIMITS)
+    report = run_sandboxed(reward_of(code), LIMITS, HOST)
     assert report.problem == "compute_reward returned str, not a number on scenario 1"
 
 
@@ -70,8 +72,8 @@ def test_no_scenarios_means_loading_is_the_check() -> None:
         {"draft": "def compute_reward(scenario):\n    return scenario['missing']\n"},
         (CodeCall("draft", "compute_reward(scenario)", "number", "compute_reward"),),
     )
-    assert run_sandboxed(calls, LIMITS).problem is None
+    assert run_sandboxed(calls, LIMITS, HOST).problem is None
     broken = CodeCalls({"draft": "raise RuntimeError('at import')\n"}, calls.calls)
-    assert run_sandboxed(broken, LIMITS).problem == (
+    assert run_sandboxed(broken, LIMITS, HOST).problem == (
         "loading the draft code failed: RuntimeError: at import"
     )

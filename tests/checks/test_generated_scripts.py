@@ -127,7 +127,8 @@ DRYRUN_VARIANTS = [
 @pytest.mark.slow
 @pytest.mark.parametrize("name", DRYRUN_VARIANTS)
 def test_every_variant_passes_dryrun(rendered: dict[str, Path], name: str, tmp_path: Path) -> None:
-    report = dryrun_script(rendered[name], workdir=tmp_path)
+    data_files = sorted(rendered[name].parent.parent.glob("data*/*.jsonl"))
+    report = dryrun_script(rendered[name], workdir=tmp_path, data_files=data_files)
     assert report.ok, report.format()
     # ServerlessBackend scripts run in their own PEP 723 environment (built once, cached);
     # LocalBackend's block needs the GPU stack, so those run in artbot's.

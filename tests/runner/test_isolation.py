@@ -27,7 +27,7 @@ as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs ro
 PROBE = """
 import subprocess, sys
 sys.path.insert(0, {repo!r})
-from runner.hardening import forbid_inspection, inspectable
+from isolation.inspection import forbid_inspection, inspectable
 if sys.argv[1] == "hardened":
     assert forbid_inspection() and not inspectable()
 reader = "import os\\ntry:\\n open('/proc/%d/environ','rb').read(); print('readable')\\n" \\

@@ -8,7 +8,7 @@ import logging
 import pytest
 from sqlalchemy import text
 
-from runner.hardening import AccessLogWithoutQuery, RedactingLogFilter
+from isolation.log_filters import AccessLogWithoutQuery, RedactingLogFilter
 from runner.redact import REDACTED, Redactor
 from runner.schemas import EventType, Failure, FailureKind, JobState
 from storage.database import create_database_engine

@@ -267,7 +267,9 @@ def test_the_child_environment_never_carries_real_secrets(tmp_path: Path) -> Non
             "ANTHROPIC_API_KEY": "real-anthropic",
             "HF_TOKEN": "hf_real",
             "OPENAI_BASE_URL": "https://api.openai.com/v1",
-            "PATH": "/usr/bin",
+            "ARTBOT_DATABASE_URL": "postgresql://artbot:real-db-password@db/artbot",
+            "SLACK_SIGNING_SECRET": "real-signing-secret",
+            "PATH": "/opt/bot-only/bin:/usr/bin",
         },
         record_path=tmp_path / "record.json",
         max_steps=3,
@@ -276,9 +278,14 @@ def test_the_child_environment_never_carries_real_secrets(tmp_path: Path) -> Non
     assert "real" not in " ".join(env.values())
     assert env["OPENAI_API_KEY"].startswith("sk-")
     assert len(env["WANDB_API_KEY"]) == 40
-    assert "OPENAI_BASE_URL" not in env
+    # Named like secrets: there (scripts check that keys are set), as placeholders.
+    assert env["HF_TOKEN"] == env["SLACK_SIGNING_SECRET"] == "artbot-dryrun-placeholder"
+    # Any judge's key passes the script's check: the judge is stood in.
+    assert env["ANTHROPIC_API_KEY"] and env["GEMINI_API_KEY"]
+    # Nothing else of the parent's environment comes through, not even its PATH.
+    assert "OPENAI_BASE_URL" not in env and "ARTBOT_DATABASE_URL" not in env
+    assert "bot-only" not in env["PATH"]
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
-    assert env["PATH"] == "/usr/bin"
 
 
 def test_loopback_is_the_only_reachable_place() -> None:

@@ -1,42 +1,13 @@
-"""What keeps the runner's own secrets from its jobs and its logs: a process other programs of
-its user cannot inspect, and log records without secrets or query strings.
+"""Log records without secrets or query strings, for the bot's and the runner's logs alike.
 
-Standard library only (the isolation test loads it under a plain interpreter).
-
-`/proc/<pid>/environ` shows the environment a process started with; removing a variable from
-`os.environ` later changes the C library's copy, not that memory, so it hides nothing. What does
-hide it from a job running as the runner's own user is the process's dumpable flag: with
-`prctl(PR_SET_DUMPABLE, 0)` the kernel refuses `/proc/<pid>/environ`, `/proc/<pid>/mem` and
-ptrace to everyone without CAP_SYS_PTRACE (root still can). The flag is reset by execve, so the
-runner's children (the supervisors, the jobs) stay inspectable by the runner.
+Standard library only, and nothing of ours.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import sys
 from collections.abc import Callable
 from urllib.parse import urlsplit
-
-PR_SET_DUMPABLE = 4
-PR_GET_DUMPABLE = 3
-
-
-def forbid_inspection() -> bool:
-    """Make this process non-dumpable; False where the platform has no prctl (not Linux)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-
-
-def inspectable() -> bool:
-    """Whether other processes of this user may read this one's environment and memory."""
-    if not sys.platform.startswith("linux"):
-        return True
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0
 
 
 class AccessLogWithoutQuery(logging.Filter):
