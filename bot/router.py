@@ -82,8 +82,9 @@ _SERVER_HEADERS = frozenset({b"date", b"server"})
 # `Expect: 100-continue` (the worker's interim answer would read as its answer).
 _REPLACED_REQUEST_HEADERS = frozenset({b"content-length", b"expect"})
 _VIEW_TYPES = ("view_submission", "view_closed")
-# *Try it*'s modal carries "<run id> <channel>" (bot.runs.tryit).
-_RUN_AND_CHANNEL = re.compile(r"\d+ (\S+)")
+# *Try it*'s modal carries "<run's public id> <channel>" (bot.runs.tryit; the id's shape is
+# bot.runs.store.PUBLIC_ID, not imported: the router loads no SQL).
+_RUN_AND_CHANNEL = re.compile(r"[23456789abcdefghjkmnpqrstuvwxyz]{12} (\S+)")
 _MAX_FORM_FIELDS = 100
 
 

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
     from bot.runs.compare import RunComparer
     from bot.runs.service import RunService
+    from bot.runs.store import RunRef
     from bot.runs.tryit import ModelTrier
     from runner.schemas import FixAction
 
@@ -586,13 +587,13 @@ class WizardService:
 
     # -- the run buttons (no-ops without a runner) --
 
-    def cancel_run(self, client: WebClient, run_id: int, user: str) -> None:
+    def cancel_run(self, client: WebClient, ref: RunRef, user: str) -> None:
         """A status card's Cancel button."""
         if self.runs is not None:
-            self.runs.cancel(client, run_id, user)
+            self.runs.cancel(client, ref, user)
 
     def rerun(
-        self, client: WebClient, run_id: int, user: str, delivery_id: str | None
+        self, client: WebClient, ref: RunRef, user: str, delivery_id: str | None
     ) -> SessionKey | None:
         """*Run again with changes* on a finished or failed run, for its owner: a new wizard
         thread on a copy of the run's answers, opened on the Edit menu; the old thread says
@@ -601,7 +602,7 @@ class WizardService:
             return None
         if delivery_id is not None and not self.records.first_delivery(delivery_id):
             return None
-        run = self.runs.runs.get(run_id)
+        run = self.runs.runs.find(ref)
         if run is None:
             return None
         if run.owner != user:
@@ -614,9 +615,9 @@ class WizardService:
         if stored is None or stored.session.flow not in FLOWS:
             self.poster.ephemeral(client, run.key, user, "This run's answers are gone.")
             return None
-        turn = rerun_turn(FLOWS[stored.session.flow], stored.session, run.id)
+        turn = rerun_turn(FLOWS[stored.session.flow], stored.session, run.public_id)
         headline = (
-            f":repeat: <@{user}> is running run #{run.id} again with changes "
+            f":repeat: <@{user}> is running run #{run.public_id} again with changes "
             f"(`{escape(run.script_name)}`).\nAnswers go in this thread; only they can answer."
         )
         key = self.open_thread(client, run.team, run.channel, user, headline, turn)
@@ -629,17 +630,17 @@ class WizardService:
         return key
 
     def open_try(
-        self, client: WebClient, run_id: int, user: str, trigger_id: str, delivery_id: str | None
+        self, client: WebClient, ref: RunRef, user: str, trigger_id: str, delivery_id: str | None
     ) -> None:
         """*Try it* on a succeeded run, for its owner: a modal asking for a prompt."""
         if self.trier is None:
             return
         if delivery_id is not None and not self.records.first_delivery(delivery_id):
             return
-        self.trier.open_modal(client, run_id, user, trigger_id)
+        self.trier.open_modal(client, ref, user, trigger_id)
 
     def try_submitted(
-        self, client: WebClient, run_id: int, user: str, prompt: str, delivery_id: str | None
+        self, client: WebClient, ref: RunRef, user: str, prompt: str, delivery_id: str | None
     ) -> None:
         """The *Try it* modal's prompt: the model's reply in the run's thread."""
         if self.trier is None:
@@ -647,10 +648,10 @@ class WizardService:
         if delivery_id is not None and not self.records.first_delivery(delivery_id):
             return
         with self.slots.waiting():
-            self.trier.submitted(client, run_id, user, prompt)
+            self.trier.submitted(client, ref, user, prompt)
 
     def compare_previous(
-        self, client: WebClient, run_id: int, user: str, delivery_id: str | None
+        self, client: WebClient, ref: RunRef, user: str, delivery_id: str | None
     ) -> None:
         """*Compare with the previous run of this project*, for the run's owner: the comparison
         with their latest earlier run of the same project, in this run's thread."""
@@ -658,7 +659,7 @@ class WizardService:
             return
         if delivery_id is not None and not self.records.first_delivery(delivery_id):
             return
-        run = self.comparer.runs.get(run_id)
+        run = self.comparer.runs.find(ref)
         if run is None:
             return
         if run.owner != user:
@@ -677,11 +678,11 @@ class WizardService:
             self.poster.ephemeral(client, run.key, user, refusal)
 
     def fix_run(
-        self, client: WebClient, run_id: int, fix: FixAction, user: str, delivery_id: str
+        self, client: WebClient, ref: RunRef, fix: FixAction, user: str, delivery_id: str
     ) -> None:
         """A failed run's fix button, once however often Slack delivers the click."""
         if self.runs is not None and self.records.first_delivery(delivery_id):
-            self.runs.retry(client, run_id, fix, user)
+            self.runs.retry(client, ref, fix, user)
 
     # -- listing, expiry, errors --
 

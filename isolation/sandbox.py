@@ -235,10 +235,10 @@ def _mounts(
         args += ["--perms", "0755", "--dir", str(folder)]
     for path in bound_read_only:
         args += ["--ro-bind", str(path), str(path)]
-    for path in bound_writable:
-        args += ["--bind", str(path), str(path)]
     for place, source in read_only_at.items():
         args += ["--ro-bind", str(source), str(place)]
+    for path in bound_writable:  # last: a writable folder inside a read-only one stays writable
+        args += ["--bind", str(path), str(path)]
     return args
 
 

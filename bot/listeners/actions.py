@@ -3,6 +3,7 @@ and a run's Cancel and fixes."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,11 +30,14 @@ from bot.listeners.payloads import (
     required_text,
     text_at,
 )
+from bot.runs.store import RunRef
 from bot.script_results import parse_session_ref
 from bot.wizard import Incoming, WizardService
 from flows import Reply
 from runner.schemas import FixAction
 from storage.sessions import SessionKey
+
+log = logging.getLogger(__name__)
 
 
 def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
@@ -78,6 +82,9 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         key = parse_session_ref(optional_text(action, "value"))
         if key is None:
             return
+        if key.team != clicked_team(body):  # the button names another workspace's wizard
+            log.warning("ignored a result click naming another team's thread")
+            return
         after_ack.submit(
             context,
             "action",
@@ -120,7 +127,7 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         app,
         after_ack,
         RUN_CANCEL_ACTION,
-        lambda click: service.cancel_run(click.client, click.run_id, click.user),
+        lambda click: service.cancel_run(click.client, click.run, click.user),
     )
     on_run_button(
         app,
@@ -128,7 +135,7 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"),
         lambda click: service.fix_run(
             click.client,
-            click.run_id,
+            click.run,
             FixAction(click.action_id.split(":", 1)[1]),
             click.user,
             click.delivery,
@@ -138,10 +145,11 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
 
 @dataclass(frozen=True)
 class RunClick:
-    """A click on a button that names a run (its value is the run's id)."""
+    """A click on a button that names a run: its value is the run's public id, and the run is
+    looked for in the clicker's workspace only."""
 
     client: WebClient
-    run_id: int
+    run: RunRef
     user: str
     delivery: str
     """The click's delivery id (`click_id`)."""
@@ -157,7 +165,7 @@ def on_run_button(
     work: Callable[[RunClick], object],
 ) -> None:
     """A run's button: ack at once, then `work(click)` on `after_ack`'s pool; a value that is
-    not a run's id is ignored."""
+    not a run's public id is ignored."""
 
     @app.action(action_id)
     def clicked(
@@ -170,12 +178,10 @@ def on_run_button(
         ack()
         user, delivery = clicker(body), click_id(body, action)
         action_id = required_text(action, "action_id")
-        run_id = clicked_run(action)
-        if run_id is None:
+        run = clicked_run(body, action)
+        if run is None:
             return
-        click = RunClick(
-            client, run_id, user, delivery, action_id, text_at(body, "trigger_id") or ""
-        )
+        click = RunClick(client, run, user, delivery, action_id, text_at(body, "trigger_id") or "")
         after_ack.submit(
             context, "action", lambda: work(click), key=action_key(body), team=context.team_id
         )
@@ -218,7 +224,7 @@ def picked_value(action: Mapping[str, Any]) -> str:
     )
 
 
-def clicked_run(action: Mapping[str, Any]) -> int | None:
-    """The run a status card's or a failure's button names; None when the value is not one."""
-    value = optional_text(action, "value")
-    return int(value) if value.isdigit() else None
+def clicked_run(body: Mapping[str, Any], action: Mapping[str, Any]) -> RunRef | None:
+    """The run a status card's or a finished run's button names, in the clicker's workspace;
+    None when the value is not a public id."""
+    return RunRef.parse(clicked_team(body) or "", optional_text(action, "value"))

@@ -12,6 +12,7 @@ from bot.blocks import RUN_COMPARE_ACTION, RUN_RERUN_ACTION, RUN_TRY_ACTION, TRY
 from bot.listeners.actions import on_run_button
 from bot.listeners.guard import AfterAck
 from bot.listeners.payloads import Malformed, optional_text, required_text, text_at, value_at
+from bot.runs.store import RunRef
 from bot.runs.tryit import MAX_PROMPT_CHARS, PROMPT_BLOCK, PROMPT_INPUT
 from bot.wizard import WizardService
 
@@ -23,22 +24,20 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         app,
         after_ack,
         RUN_RERUN_ACTION,
-        lambda click: service.rerun(click.client, click.run_id, click.user, click.delivery),
+        lambda click: service.rerun(click.client, click.run, click.user, click.delivery),
     )
     on_run_button(
         app,
         after_ack,
         RUN_COMPARE_ACTION,
-        lambda click: service.compare_previous(
-            click.client, click.run_id, click.user, click.delivery
-        ),
+        lambda click: service.compare_previous(click.client, click.run, click.user, click.delivery),
     )
     on_run_button(
         app,
         after_ack,
         RUN_TRY_ACTION,
         lambda click: service.open_try(
-            click.client, click.run_id, click.user, click.trigger_id, click.delivery
+            click.client, click.run, click.user, click.trigger_id, click.delivery
         ),
     )
 
@@ -55,8 +54,9 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         if not isinstance(values, dict):
             raise Malformed("a view without its state")
         prompt = optional_text(values, PROMPT_BLOCK, PROMPT_INPUT, "value").strip()
-        # "<run id> <channel>" (the channel routes it); a modal opened before: "<run id>".
-        metadata = optional_text(view, "private_metadata").partition(" ")[0]
+        # "<run's public id> <channel>" (the channel routes it), from the submitter's workspace.
+        team = text_at(body, "team", "id") or text_at(body, "user", "team_id") or ""
+        run = RunRef.parse(team, optional_text(view, "private_metadata").partition(" ")[0])
         if not prompt:
             ack(response_action="errors", errors={PROMPT_BLOCK: "Type a prompt for the model."})
             return
@@ -67,12 +67,12 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
             )
             return
         ack()  # the modal closes; the reply goes into the run's thread
-        if not metadata.isdigit():
+        if run is None:
             return
         delivery = f"view:{text_at(view, 'id')}"
         after_ack.submit(
             context,
             "view",
-            lambda: service.try_submitted(client, int(metadata), user, prompt, delivery),
+            lambda: service.try_submitted(client, run, user, prompt, delivery),
             team=context.team_id,
         )

@@ -61,13 +61,13 @@ def status_card(run: Run, *, now: datetime | None = None) -> SlackMessage:
         blocks.append(
             {
                 "type": "actions",
-                "block_id": f"run:{run.id}",
+                "block_id": f"run:{run.public_id}",
                 "elements": [
                     {
                         "type": "button",
                         "action_id": RUN_CANCEL_ACTION,
                         "text": {"type": "plain_text", "text": "Cancel"},
-                        "value": str(run.id),
+                        "value": run.public_id,
                         "style": "danger",
                     }
                 ],
@@ -121,13 +121,13 @@ def failure_message(run: Run, failure: Failure) -> SlackMessage:
         blocks.append(
             {
                 "type": "actions",
-                "block_id": f"fix:{run.id}",
+                "block_id": f"fix:{run.public_id}",
                 "elements": [
                     {
                         "type": "button",
                         "action_id": f"{RUN_FIX_ACTION}:{failure.fix_action.value}",
                         "text": {"type": "plain_text", "text": FIX_LABELS[failure.fix_action]},
-                        "value": str(run.id),
+                        "value": run.public_id,
                         "style": "primary",
                     }
                 ],
@@ -147,13 +147,13 @@ def followup_buttons(run: Run, *, succeeded: bool) -> Block:
         labels.append((RUN_COMPARE_ACTION, "Compare with the previous run of this project"))
     return {
         "type": "actions",
-        "block_id": f"followups:{run.id}",
+        "block_id": f"followups:{run.public_id}",
         "elements": [
             {
                 "type": "button",
                 "action_id": action,
                 "text": {"type": "plain_text", "text": label},
-                "value": str(run.id),
+                "value": run.public_id,
             }
             for action, label in labels
         ],
@@ -167,7 +167,7 @@ def runs_list_text(runs: Sequence[Run]) -> str:
     lines = [f"Your training runs ({len(runs)}):"]
     for run in runs:
         lines.append(
-            f"• #{run.id} {STATE_EMOJI.get(run.state, '')} `{escape(run.script_name)}` "
+            f"• #{run.public_id} {STATE_EMOJI.get(run.state, '')} `{escape(run.script_name)}` "
             f"in <#{run.key.channel}>: "
             f"{run.state}{progress(run)}"
         )

@@ -17,7 +17,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.plots import compared_curves_png
-from bot.runs.store import Run, RunStore
+from bot.runs.store import Run, RunRef, RunStore
 from bot.slack_text import clip, escape
 from flows import Flow, ValuesMenu, shown_answer
 from storage.sessions import SessionStore
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 CELL_LIMIT = 40
 """A table cell's longest text: longer answers (a task, code) are cut with an ellipsis."""
 COMPARE_USAGE = (
-    "Compare two of your runs: `/train-rl compare <run> <run>`, ids from `/train-rl runs`."
+    "Compare two of your runs: `/train-rl compare <run> <run>`, the `#ids` of `/train-rl runs`."
 )
 
 
@@ -79,12 +79,12 @@ def differing_answers(
 def comparison_text(first: Run, second: Run, differences: Sequence[Difference]) -> str:
     """The table of differing answers as a monospace block (Slack has no tables)."""
     head = (
-        f"*Run #{first.id}* (`{escape(first.script_name)}`) vs "
-        f"*run #{second.id}* (`{escape(second.script_name)}`)"
+        f"*Run #{first.public_id}* (`{escape(first.script_name)}`) vs "
+        f"*run #{second.public_id}* (`{escape(second.script_name)}`)"
     )
     if not differences:
         return f"{head}\nTheir answers are the same."
-    rows = [("Answer", f"run #{first.id}", f"run #{second.id}")] + [
+    rows = [("Answer", f"run #{first.public_id}", f"run #{second.public_id}")] + [
         (_cell(d.label), _cell(d.first), _cell(d.second)) for d in differences
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -96,12 +96,13 @@ def comparison_text(first: Run, second: Run, differences: Sequence[Difference]) 
     return f"{head}: {len(differences)} answers differ.\n```{table}```"
 
 
-def parse_run_ids(text: str) -> tuple[int, int] | None:
-    """`12 15` or `#12 #15`: the two run ids; None for anything else."""
-    words = [w.removeprefix("#") for w in text.split()]
-    if len(words) != 2 or not all(w.isdigit() for w in words):
+def parse_run_refs(team: str, text: str) -> tuple[RunRef, RunRef] | None:
+    """`<id> <id>` or `#<id> #<id>` (public ids) from `team`: the two runs they name; None for
+    anything else."""
+    refs = [RunRef.parse(team, word) for word in text.split()]
+    if len(refs) != 2 or refs[0] is None or refs[1] is None:
         return None
-    return int(words[0]), int(words[1])
+    return refs[0], refs[1]
 
 
 class RunComparer:
@@ -112,10 +113,11 @@ class RunComparer:
         self.sessions = sessions
         self.flows = flows
 
-    def own_run(self, run_id: int, user: str, team: str) -> Run | None:
-        """The run, if it is `user`'s in `team` (anyone else's reads as not there)."""
-        run = self.runs.get(run_id)
-        if run is None or run.owner != user or run.team != team:
+    def own_run(self, ref: RunRef, user: str) -> Run | None:
+        """The run `ref` names, if it is `user`'s (anyone else's, or another team's, reads as
+        not there)."""
+        run = self.runs.find(ref)
+        if run is None or run.owner != user:
             return None
         return run
 
@@ -143,13 +145,13 @@ class RunComparer:
 
     def compare_text_command(self, client: WebClient, user: str, team: str, text: str) -> str:
         """`/train-rl compare <run> <run>`: post the comparison; what to tell the user privately."""
-        ids = parse_run_ids(text)
-        if ids is None:
+        refs = parse_run_refs(team, text)
+        if refs is None:
             return COMPARE_USAGE
-        if ids[0] == ids[1]:
+        if refs[0] == refs[1]:
             return "Pick two different runs to compare."
-        found = [self.own_run(run_id, user, team) for run_id in ids]
-        missing = [f"#{run_id}" for run_id, run in zip(ids, found, strict=True) if run is None]
+        found = [self.own_run(ref, user) for ref in refs]
+        missing = [f"#{ref.public_id}" for ref, run in zip(refs, found, strict=True) if run is None]
         if missing:
             return (
                 f"No run {' or '.join(missing)} among yours in this workspace: "
@@ -157,7 +159,7 @@ class RunComparer:
             )
         first, second = sorted((r for r in found if r is not None), key=lambda r: r.id)
         refusal = self.post(client, first, second)
-        return refusal or f"Posted the comparison in the thread of run #{second.id}."
+        return refusal or f"Posted the comparison in the thread of run #{second.public_id}."
 
     def post(self, client: WebClient, first: Run, second: Run) -> str | None:
         """Upload the plot with the table as its comment into `second`'s thread; why not, or
@@ -167,16 +169,19 @@ class RunComparer:
             return "The answers of one of these runs are gone (its wizard was deleted)."
         differences = differing_answers(mine[0], mine[1], theirs[1])
         png = compared_curves_png(
-            [(f"run #{first.id}", first.points), (f"run #{second.id}", second.points)],
-            f"Run #{first.id} vs run #{second.id}",
+            [
+                (f"run #{first.public_id}", first.points),
+                (f"run #{second.public_id}", second.points),
+            ],
+            f"Run #{first.public_id} vs run #{second.public_id}",
         )
         try:
             client.files_upload_v2(
                 channel=second.channel,
                 thread_ts=second.thread,
                 content=png,
-                filename=f"compare-run-{first.id}-run-{second.id}.png",
-                title=f"Run #{first.id} vs run #{second.id}",
+                filename=f"compare-run-{first.public_id}-run-{second.public_id}.png",
+                title=f"Run #{first.public_id} vs run #{second.public_id}",
                 initial_comment=clip(comparison_text(first, second, differences), 3_900),
             )
         except SlackApiError as error:

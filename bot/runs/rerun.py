@@ -18,17 +18,17 @@ def copied_session(flow: Flow, original: Session) -> Session:
     return Session(flow=flow.id, answers=answers, history=history, status=status)
 
 
-def rerun_turn(flow: Flow, original: Session, run_id: int) -> Turn:
-    """The new wizard's opening: the copied answers, a word on what this is, the Edit menu (or
-    the open question, when the copy has one)."""
+def rerun_turn(flow: Flow, original: Session, public_id: str) -> Turn:
+    """The new wizard's opening: the copied answers, a word on what this is (the run named by
+    its `public_id`), the Edit menu (or the open question, when the copy has one)."""
     session = copied_session(flow, original)
     if session.status == "active":
         opening = begin(flow, session)
-        intro = Notice(f"These are the answers of run #{run_id}; one is still open:")
+        intro = Notice(f"These are the answers of run #{public_id}; one is still open:")
         return Turn(opening.session, (intro, *opening.messages))
     menu = advance(flow, session, Reply(text="edit"))  # the engine's own Edit menu
     intro = Notice(
-        f"These are the answers of run #{run_id}. Pick one to change; when it is answered, the "
+        f"These are the answers of run #{public_id}. Pick one to change; when it is answered, the "
         "script is generated again for you to approve (its card's *Edit an answer* changes more)."
     )
     return Turn(session, (intro, *menu.messages))

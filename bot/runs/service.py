@@ -19,7 +19,7 @@ from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.notifier import RunNotifier
 from bot.runs.rollouts import post_rollouts, rollouts_said
-from bot.runs.store import Run, RunStore
+from bot.runs.store import Run, RunRef, RunStore
 from bot.shards import ALONE, Shard
 from bot.slack_records import SlackRecords, script_digest
 from bot.slack_text import clip, escape
@@ -361,9 +361,9 @@ class RunService:
 
     # -- buttons and listings --
 
-    def cancel(self, slack: WebClient, run_id: int, user: str) -> None:
+    def cancel(self, slack: WebClient, ref: RunRef, user: str) -> None:
         """The status card's Cancel button: the owner or an approver stops the job."""
-        run = self.runs.get(run_id)
+        run = self.runs.find(ref)
         if run is None or run.job_id is None:
             return
         if user != run.owner and user not in self.approvers:
@@ -403,9 +403,9 @@ class RunService:
             slack, run.key, user, f":no_entry_sign: Stopping the served model `{serving.model}`."
         )
 
-    def retry(self, slack: WebClient, run_id: int, action: FixAction, user: str) -> None:
+    def retry(self, slack: WebClient, ref: RunRef, action: FixAction, user: str) -> None:
         """A fix button: the script again, with less GPU memory or resuming from a checkpoint."""
-        run = self.runs.get(run_id)
+        run = self.runs.find(ref)
         if run is None or run.state != JobState.failed.value:
             return
         refusal = self.may_approve(run.key, user, run.owner)

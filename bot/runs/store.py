@@ -2,11 +2,18 @@
 
 One row per run, with the job's event cursor: a restarted bot resumes following each job where it
 stopped. The store returns the rows themselves, detached after their transaction.
+
+What Slack sees of a run is its `public_id` (buttons, the modal, `/train-rl runs`, messages), 12
+random characters, never the row's sequential id; and a run named from Slack is found by its
+team and public id together (`RunRef`): a click or command from another workspace names nothing.
 """
 
 from __future__ import annotations
 
+import re
+import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -31,6 +38,34 @@ from storage.sql_store import SqlStore, utc_now
 ACTIVE_STATES = ("submitting", "waiting_for_runner", "queued", "starting", "running")
 RUNS_LISTED = 20
 """How many of a user's runs `/train-rl runs` shows, newest first."""
+PUBLIC_ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"
+"""Digits and lower-case letters, without 0, 1, i, l and o (read back from a screen, typed)."""
+PUBLIC_ID_LENGTH = 12
+"""31**12 (about 2**59) public ids: not guessed, and short enough to type in a command."""
+PUBLIC_ID = re.compile(rf"[{PUBLIC_ID_ALPHABET}]{{{PUBLIC_ID_LENGTH}}}")
+
+
+def new_public_id() -> str:
+    """A run's public id: random, so run references in Slack tell nothing of other runs."""
+    return "".join(secrets.choice(PUBLIC_ID_ALPHABET) for _ in range(PUBLIC_ID_LENGTH))
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A run as Slack names it: the workspace the request came from and the public id it
+    carries. Only a run of that team with that public id answers to it."""
+
+    team: str
+    public_id: str
+
+    @classmethod
+    def parse(cls, team: str, text: str) -> RunRef | None:
+        """`text` (a button's value, a typed `#id`) as a reference from `team`; None when it
+        is not a public id."""
+        public_id = text.strip().removeprefix("#").lower()
+        if not team or PUBLIC_ID.fullmatch(public_id) is None:
+            return None
+        return cls(team, public_id)
 
 
 class JsonList(JsonText):
@@ -65,6 +100,7 @@ class Run(Base, kw_only=True):
     __tablename__ = "artbot_runs"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, init=False)
+    """The row's own id, sequential: never shown in Slack (`public_id` is)."""
     approval_id: Mapped[int] = mapped_column(Integer)
     team: Mapped[str] = mapped_column(String(KEY_PART_MAX))
     channel: Mapped[str] = mapped_column(String(KEY_PART_MAX))
@@ -106,12 +142,20 @@ class Run(Base, kw_only=True):
         "result_json", JsonText, nullable=True, default=None
     )
     """What the `succeeded` event said: {"model", "inference_url", "step"} (`try` uses them)."""
+    public_id: Mapped[str] = mapped_column(String(PUBLIC_ID_LENGTH), default_factory=new_public_id)
+    """How Slack names the run (`RunRef`): random, unique."""
 
     __table_args__ = (
         Index("ix_artbot_runs_state", "state"),
         Index("ix_artbot_runs_thread", "team", "channel", "thread"),
         Index("ix_artbot_runs_owner", "owner", "team"),
+        Index("ix_artbot_runs_public_id", "public_id", unique=True),
     )
+
+    @property
+    def ref(self) -> RunRef:
+        """How Slack names this run."""
+        return RunRef(self.team, self.public_id)
 
     @property
     def key(self) -> SessionKey:
@@ -174,8 +218,17 @@ class RunStore(SqlStore):
         return run
 
     def get(self, run_id: int) -> Run | None:
+        """The run by its row id: for the bot's own bookkeeping (following, submitting), never
+        for an id that came from Slack (`find`)."""
         with self._transaction() as orm:
             return orm.get(Run, run_id)
+
+    def find(self, ref: RunRef) -> Run | None:
+        """The run Slack names: of `ref`'s team and with its public id, else None (another
+        team's run reads as not there)."""
+        query = select(Run).where(Run.team == ref.team, Run.public_id == ref.public_id)
+        with self._transaction() as orm:
+            return orm.scalars(query).first()
 
     def moving_cursor(self, run_id: int, seq: int) -> AlsoWrite:
         """For another store's transaction (the outbox's): the run's cursor moves to `seq`, the

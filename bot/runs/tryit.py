@@ -38,7 +38,7 @@ from bot.blocks import (
     text_message,
 )
 from bot.outbox import Outbox
-from bot.runs.store import Run, RunStore
+from bot.runs.store import Run, RunRef, RunStore
 from bot.slack_text import clip, escape
 from bot.thread_effects import Post
 from bot.threads import ThreadPoster
@@ -192,9 +192,9 @@ class ModelTrier:
 
     # -- the *Try it* button --
 
-    def open_modal(self, client: WebClient, run_id: int, user: str, trigger_id: str) -> None:
+    def open_modal(self, client: WebClient, ref: RunRef, user: str, trigger_id: str) -> None:
         """*Try it*: a modal asking the run's owner for a prompt."""
-        run = self.runs.get(run_id)
+        run = self.runs.find(ref)
         if run is None:
             return
         if run.owner != user:
@@ -208,9 +208,9 @@ class ModelTrier:
                 client, run.key, user, "Slack did not open the prompt box; click *Try it* again."
             )
 
-    def submitted(self, client: WebClient, run_id: int, user: str, prompt: str) -> None:
+    def submitted(self, client: WebClient, ref: RunRef, user: str, prompt: str) -> None:
         """The modal's prompt: the model's reply in the run's thread."""
-        run = self.runs.get(run_id)
+        run = self.runs.find(ref)
         if run is None or run.state != "succeeded":
             return
         if run.owner != user:
@@ -320,13 +320,13 @@ def starting_message(run: Run, serving: Serving) -> SlackMessage:
     )
     cancel: dict[str, Any] = {
         "type": "actions",
-        "block_id": f"serving:{run.id}",
+        "block_id": f"serving:{run.public_id}",
         "elements": [
             {
                 "type": "button",
                 "action_id": RUN_CANCEL_ACTION,
                 "text": {"type": "plain_text", "text": "Cancel"},
-                "value": str(run.id),
+                "value": run.public_id,
                 "style": "danger",
             }
         ],
@@ -341,12 +341,12 @@ def _duration(seconds: float) -> str:
 
 
 def try_modal(run: Run) -> dict[str, Any]:
-    """*Try it*'s modal: one prompt; its private_metadata is the run's id and its thread's
-    channel (`bot.router` sends the submission to that channel's worker)."""
+    """*Try it*'s modal: one prompt; its private_metadata is the run's public id and its
+    thread's channel (`bot.router` sends the submission to that channel's worker)."""
     return {
         "type": "modal",
         "callback_id": TRY_MODAL,
-        "private_metadata": f"{run.id} {run.key.channel}",
+        "private_metadata": f"{run.public_id} {run.key.channel}",
         "title": {"type": "plain_text", "text": "Try the model"},
         "submit": {"type": "plain_text", "text": "Send"},
         "close": {"type": "plain_text", "text": "Close"},
@@ -354,7 +354,10 @@ def try_modal(run: Run) -> dict[str, Any]:
             {
                 "type": "input",
                 "block_id": PROMPT_BLOCK,
-                "label": {"type": "plain_text", "text": f"A prompt for run #{run.id}'s model"},
+                "label": {
+                    "type": "plain_text",
+                    "text": f"A prompt for run #{run.public_id}'s model",
+                },
                 "element": {
                     "type": "plain_text_input",
                     "action_id": PROMPT_INPUT,
@@ -365,9 +368,3 @@ def try_modal(run: Run) -> dict[str, Any]:
         ],
     }
 
-
-def modal_prompt(view: dict[str, Any]) -> str:
-    """The prompt typed in a submitted *Try it* modal ('' when none)."""
-    values = (view.get("state") or {}).get("values") or {}
-    typed = (values.get(PROMPT_BLOCK) or {}).get(PROMPT_INPUT) or {}
-    return str(typed.get("value") or "").strip()

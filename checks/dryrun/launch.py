@@ -155,13 +155,16 @@ def stage_workdir(script: Path, workdir: Path) -> None:
     """Make the script's neighbours visible from `workdir`, where the script runs.
 
     Small files are copied (so writes stay in the dry run); folders and big files are
-    linked, for reading the data a script loads by relative path.
+    linked, for reading the data a script loads by relative path. A working folder inside the
+    script's folder is not linked to itself (a loop): it gets an empty folder of its name.
     """
     for entry in script.parent.iterdir():
         target = workdir / entry.name
         if entry.name.startswith(".") or entry.name == "__pycache__" or target.exists():
             continue
-        if entry.is_file() and entry.stat().st_size <= COPY_LIMIT_BYTES:
+        if entry.resolve() == workdir.resolve():
+            target.mkdir()
+        elif entry.is_file() and entry.stat().st_size <= COPY_LIMIT_BYTES:
             shutil.copy2(entry, target)
         else:
             target.symlink_to(entry.resolve(), target_is_directory=entry.is_dir())

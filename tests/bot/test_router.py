@@ -33,6 +33,7 @@ from prometheus_client.registry import Collector
 
 from bot.request_body import MAX_SLACK_BODY_BYTES
 from bot.router import MAX_ROUTED_BODY, BotRouter, route_key
+from bot.runs.store import new_public_id
 from bot.shards import shard_of
 from tests.fakes.slack_requests import (
     FORM,
@@ -49,6 +50,7 @@ from tests.fakes.slack_requests import (
 from tests.fakes.workspace import TEAM_ID, USER_ID, next_ts
 
 GENEROUS_S = 30.0  # a cap on waits (a loaded machine), never a measurement
+RUN = new_public_id()
 
 Scope = dict[str, Any]
 Receive = Callable[[], Any]
@@ -361,13 +363,14 @@ def test_route_key_reads_the_team_and_channel_of_every_kind_of_slack_request() -
     assert key_of(click) == (TEAM_ID, "C0ACT")
     ephemeral = block_actions("go", "1", message_ts=next_ts(), channel_id="C0EPH", ephemeral=True)
     assert key_of(ephemeral) == (TEAM_ID, "C0EPH")
-    assert key_of(view_submission(try_it_modal("12 C0ABC"), {})) == (TEAM_ID, "C0ABC")
-    assert key_of(view_closed("12 C0ABC")) == (TEAM_ID, "C0ABC")
+    assert key_of(view_submission(try_it_modal(f"{RUN} C0ABC"), {})) == (TEAM_ID, "C0ABC")
+    assert key_of(view_closed(f"{RUN} C0ABC")) == (TEAM_ID, "C0ABC")
 
 
 def test_route_key_is_none_when_a_request_names_no_channel() -> None:
     assert key_of(url_verification()) is None
-    assert key_of(view_submission(try_it_modal("12"), {})) is None  # a modal opened before
+    assert key_of(view_submission(try_it_modal(RUN), {})) is None  # a modal opened before
+    assert key_of(view_submission(try_it_modal("12 C0ABC"), {})) is None  # an old row id
     assert key_of(view_submission(try_it_modal("run C0ABC"), {})) is None
     assert key_of(view_submission(try_it_modal(""), {})) is None
     channel_object = {"type": "channel_created", "channel": {"id": "C0NEW"}}

@@ -143,7 +143,9 @@ def test_run_again_with_changes_opens_a_new_wizard_on_a_copy_of_the_answers(
     assert dict(stored.session.answers) == TRAIN_RL.active_answers(BASELINE)
     assert stored.session.status == "complete"  # nothing asked: the edit point
     [menu] = new.bot_messages()
-    assert "Which answer do you want to change?" in menu.text and f"run #{run.id}" in menu.text
+    assert (
+        "Which answer do you want to change?" in menu.text and f"run #{run.public_id}" in menu.text
+    )
     # The old thread says where the copy went, and keeps its own answers.
     assert any("reopened these answers in" in m.text for m in old.bot_messages())
     original = bot.service.store.get(old.key)
@@ -183,12 +185,12 @@ def test_a_copy_of_answers_with_one_taken_back_opens_on_that_question() -> None:
     complete = replay(TRAIN_RL, BASELINE)
     reopened = advance(TRAIN_RL, complete, Reply(text="edit run name")).session
 
-    turn = rerun_turn(TRAIN_RL, reopened, 7)
+    turn = rerun_turn(TRAIN_RL, reopened, "k3jd9xq2m4pz")
 
     assert turn.session.status == "active" and "run_name" not in turn.session.answers
     asked = turn.messages[-1]
     assert isinstance(asked, Question) and asked.step_id == "run_name"
-    assert "run #7" in turn.messages[0].text
+    assert "run #k3jd9xq2m4pz" in turn.messages[0].text
 
 
 # -- comparing runs --
@@ -221,7 +223,7 @@ def test_compare_with_the_previous_run_posts_one_plot_and_the_differing_answers(
     user.settle()
 
     [plot] = [u for u in fake.uploaded_files() if u.name.startswith("compare-")]
-    assert plot.name == f"compare-run-{first.id}-run-{second.id}.png"
+    assert plot.name == f"compare-run-{first.public_id}-run-{second.public_id}.png"
     assert plot.content.startswith(b"\x89PNG") and plot.thread_ts == user.thread
     table = plot.initial_comment or ""
     assert "4 answers differ" in table
@@ -239,11 +241,11 @@ def test_the_compare_command_takes_two_of_your_run_ids_and_refuses_others(
     user, second = a_finished_run(bot, CHANGED, rewards=[0.3, 0.4])
 
     bot.dispatch(slash_command(text="runs", response_url=fake.response_url()))
-    fake.wait_for(lambda f: any(f"#{second.id}" in str(r) for r in f.responses()))
+    fake.wait_for(lambda f: any(f"#{second.public_id}" in str(r) for r in f.responses()))
 
     bot.dispatch(
         slash_command(
-            text=f"compare #{first.id} {second.id}",
+            text=f"compare #{first.public_id} {second.public_id}",
             user_id=OTHER_USER,
             response_url=fake.response_url(),
         )
@@ -252,11 +254,13 @@ def test_the_compare_command_takes_two_of_your_run_ids_and_refuses_others(
     assert not [u for u in fake.uploaded_files() if u.name.startswith("compare-")]
 
     bot.dispatch(
-        slash_command(text=f"compare {second.id} {first.id}", response_url=fake.response_url())
+        slash_command(
+            text=f"compare {second.public_id} {first.public_id}", response_url=fake.response_url()
+        )
     )
     fake.wait_for(lambda f: any("Posted the comparison" in str(r) for r in f.responses()))
     [plot] = [u for u in fake.uploaded_files() if u.name.startswith("compare-")]
-    assert plot.name == f"compare-run-{first.id}-run-{second.id}.png"
+    assert plot.name == f"compare-run-{first.public_id}-run-{second.public_id}.png"
     assert plot.thread_ts == user.thread and "4 answers differ" in (plot.initial_comment or "")
 
 

@@ -93,7 +93,7 @@ def test_try_on_a_local_run_serves_its_last_checkpoint_on_the_runner_and_posts_t
     modal = open_try_modal(user)
     assert (
         modal["callback_id"] == TRY_MODAL
-        and modal["private_metadata"] == f"{run.id} {run.key.channel}"
+        and modal["private_metadata"] == f"{run.public_id} {run.key.channel}"
     )
     assert submit_prompt(user.bot, modal, "And 3 + 3?") == (200, "")
     wait_for_text(user, "heard: And 3 + 3?")
