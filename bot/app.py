@@ -31,6 +31,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from assistant import Assistant
+from bot.approval import ApprovalPolicy
 from bot.installations import (
     BOT_SCOPES,
     STATE_EXPIRY_S,
@@ -202,8 +203,7 @@ def build_service(
             runner,
             results.load_script,
             store,
-            approvers=settings.approvers,
-            channels=settings.runner_channels,
+            policy=ApprovalPolicy.from_settings(settings),
         )
         comparer = RunComparer(runs.runs, store, FLOWS)
         wandb_key = settings.wandb_api_key.get_secret_value() if settings.wandb_api_key else None

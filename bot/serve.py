@@ -28,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
+from bot.approval import ApprovalPolicy
 from bot.health import HealthCheck
 from bot.log_fields import configure_logging
 from bot.router import BotRouter
@@ -190,6 +191,8 @@ def run_serve_command(args: argparse.Namespace) -> int:
     if not 1 <= workers <= MAX_WORKERS:
         print(f"Cannot start artbot: --workers must be 1 to {MAX_WORKERS}.", file=sys.stderr)
         return 2
+    if args.shard is None and settings.runner_configured:  # said once, not by every worker
+        log.log(*ApprovalPolicy.from_settings(settings).start_up_line())
     if args.shard is None and workers != 1:
         return _serve_through_workers(args, settings, workers)
     try:

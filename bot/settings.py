@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
@@ -69,7 +70,14 @@ class BotSettings(TokenKeySettings):
     )
     artbot_approvers: str = Field(
         default="",
-        description="comma-separated user ids allowed to approve (empty: any session owner)",
+        description="comma-separated user ids allowed to approve (empty: any session owner "
+        "with one workspace; with OAuth, see ARTBOT_APPROVAL)",
+    )
+    artbot_approval: Literal["approvers", "admins", "anyone"] | None = Field(
+        default=None,
+        description="who may approve a run: approvers (ARTBOT_APPROVERS), admins (each "
+        "workspace's admins and owners, and ARTBOT_APPROVERS) or anyone; unset: approvers when "
+        "listed, else anyone with one workspace and nobody with OAuth",
     )
     artbot_runner_channels: str = Field(
         default="",
@@ -144,7 +152,18 @@ class BotSettings(TokenKeySettings):
             )
         if self.artbot_runner_url is not None and self.artbot_runner_token is None:
             raise ValueError("ARTBOT_RUNNER_URL is set: set ARTBOT_RUNNER_TOKEN too")
+        if self.artbot_approval == "approvers" and not self.approvers:
+            raise ValueError("ARTBOT_APPROVAL=approvers needs ARTBOT_APPROVERS (user ids)")
+        if self.artbot_approval == "anyone" and self.approvers:
+            raise ValueError(
+                "ARTBOT_APPROVAL=anyone and ARTBOT_APPROVERS say different things: set one"
+            )
         return self
+
+    @field_validator("artbot_approval", mode="before")
+    @classmethod
+    def _approval_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("artbot_runner_url")
     @classmethod
@@ -172,6 +191,16 @@ class BotSettings(TokenKeySettings):
     @property
     def runner_channels(self) -> frozenset[str]:
         return _comma_separated(self.artbot_runner_channels)
+
+    @property
+    def approval_mode(self) -> Literal["approvers", "admins", "anyone"] | None:
+        """Who may approve (bot.approval): ARTBOT_APPROVAL, else the approvers when listed, else
+        anyone with one workspace; None with OAuth and neither (nobody may: no policy)."""
+        if self.artbot_approval is not None:
+            return self.artbot_approval
+        if self.approvers:
+            return "approvers"
+        return None if self.multi_workspace else "anyone"
 
 
 def _http_url(value: str | None, example: str) -> str | None:

@@ -567,9 +567,9 @@ class WizardService:
             return
         path, script = latest
         if self.runs is not None:
-            refusal = self.runs.may_approve(key, user, stored.owner) or self.runs.already_running(
-                key, script
-            )
+            refusal = self.runs.may_approve(
+                client, key, user, stored.owner
+            ) or self.runs.already_running(key, script)
             if refusal:
                 self.poster.ephemeral(client, key, user, refusal)
                 return

@@ -13,6 +13,7 @@ from typing import Any
 
 from slack_sdk import WebClient
 
+from bot.approval import ApprovalPolicy
 from bot.installations import ClientFor, NotInstalled
 from bot.outbox import Outbox
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
@@ -77,8 +78,7 @@ class RunService:
         load_script: Callable[[SessionKey, str], str | None],
         sessions: SessionStore,
         *,
-        approvers: frozenset[str] = frozenset(),
-        channels: frozenset[str] = frozenset(),
+        policy: ApprovalPolicy,
     ) -> None:
         self.runs = runs
         self.records = records
@@ -86,8 +86,8 @@ class RunService:
         self.client = client
         self._load_script = load_script
         self._sessions = sessions
-        self.approvers = approvers
-        self.channels = channels
+        self.policy = policy
+        """Who may approve (bot.approval), and so start code on the GPU host."""
         self.notifier = RunNotifier(runs, outbox)
         self._submitting = threading.Lock()
         self._locks_lock = threading.Lock()
@@ -96,15 +96,9 @@ class RunService:
 
     # -- approving and submitting --
 
-    def may_approve(self, key: SessionKey, user: str, owner: str) -> str | None:
+    def may_approve(self, slack: WebClient, key: SessionKey, user: str, owner: str) -> str | None:
         """Why `user` may not approve a run here, or None. Approving runs code on a GPU host."""
-        if user != owner:
-            return f"Only <@{owner}> can approve this script."
-        if self.approvers and user not in self.approvers:
-            return "You are not on this bot's list of approvers (ARTBOT_APPROVERS)."
-        if self.channels and key.channel not in self.channels:
-            return "Runs cannot be approved in this channel (ARTBOT_RUNNER_CHANNELS)."
-        return None
+        return self.policy.refusal(slack, key, user, owner)
 
     def already_running(self, key: SessionKey, script: str) -> str | None:
         """Why approving `script` again would duplicate a run in progress, or None."""
@@ -366,7 +360,7 @@ class RunService:
         run = self.runs.find(ref)
         if run is None or run.job_id is None:
             return
-        if user != run.owner and user not in self.approvers:
+        if user != run.owner and user not in self.policy.approvers:
             self.poster.ephemeral(slack, run.key, user, f"Only <@{run.owner}> can cancel this run.")
             return
         if not run.active:  # a finished run: what may still run is its model's serving job
@@ -408,7 +402,7 @@ class RunService:
         run = self.runs.find(ref)
         if run is None or run.state != JobState.failed.value:
             return
-        refusal = self.may_approve(run.key, user, run.owner)
+        refusal = self.may_approve(slack, run.key, user, run.owner)
         if refusal:
             self.poster.ephemeral(slack, run.key, user, refusal)
             return

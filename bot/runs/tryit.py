@@ -367,4 +367,3 @@ def try_modal(run: Run) -> dict[str, Any]:
             }
         ],
     }
-

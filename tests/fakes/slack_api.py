@@ -479,6 +479,8 @@ class FakeSlack:
         self._watchers: list[Callable[[Call], None]] = []
         self._held: set[str] = set()
         self._holding: dict[str, int] = {}
+        self._users: dict[str, JsonObject] = {}
+        """Members that users.info knows (add_user), by id."""
         self._methods: dict[str, Callable[[JsonObject], JsonObject]] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
@@ -491,6 +493,7 @@ class FakeSlack:
             "files.getUploadURLExternal": self._files_get_upload_url_external,
             "files.completeUploadExternal": self._files_complete_upload_external,
             "files.info": self._files_info,
+            "users.info": self._users_info,
         }
 
     def _notify(self) -> None:
@@ -996,6 +999,38 @@ class FakeSlack:
             self._installs[bot_token] = install
             return install
 
+    def add_user(
+        self,
+        user_id: str,
+        *,
+        team_id: str | None = None,
+        is_admin: bool = False,
+        is_owner: bool = False,
+        is_primary_owner: bool = False,
+        is_restricted: bool = False,
+        deleted: bool = False,
+    ) -> None:
+        """A member of `team_id` (default: the first workspace) as users.info describes them:
+        an admin, an owner, a guest (`is_restricted`), deactivated (`deleted`)."""
+        with self._changed:
+            self._users[user_id] = {
+                "id": user_id,
+                "team_id": team_id or self.team_id,
+                "name": user_id.lower(),
+                "deleted": deleted,
+                "real_name": f"User {user_id}",
+                "tz": "Europe/Paris",
+                "profile": {"real_name": f"User {user_id}", "display_name": user_id.lower()},
+                "is_admin": is_admin,
+                "is_owner": is_owner,
+                "is_primary_owner": is_primary_owner,
+                "is_restricted": is_restricted,
+                "is_ultra_restricted": False,
+                "is_bot": False,
+                "is_app_user": False,
+                "updated": 1_700_000_000,
+            }
+
     def team_of(self, channel: str) -> str:
         """The workspace a channel belongs to."""
         return self._channel_teams.get(channel, self.team_id)
@@ -1258,6 +1293,18 @@ class FakeSlack:
         if message.is_reply:
             link += f"?thread_ts={message.thread_ts}&cid={channel}"
         return {"channel": channel, "permalink": link}
+
+    def _users_info(self, params: JsonObject) -> JsonObject:
+        """https://docs.slack.dev/reference/methods/users.info: needs `users:read` (an install
+        made without scopes is taken as made from the manifest, which has it); a user the
+        token's workspace cannot see is `user_not_found`."""
+        scopes = self._caller.scopes
+        if scopes and "users:read" not in scopes:
+            raise SlackError("missing_scope", needed="users:read", provided=",".join(scopes))
+        user = self._users.get(str(params.get("user") or ""))
+        if user is None or user["team_id"] != self._caller.team_id:
+            raise SlackError("user_not_found")
+        return {"user": dict(user)}
 
     def _views_publish(self, params: JsonObject) -> JsonObject:
         user_id = str(params.get("user_id") or "")

@@ -691,6 +691,35 @@ def test_oauth_v2_access_trades_each_code_once_for_the_workspaces_bot_token() ->
         assert reinstall["access_token"] == token  # the same bot keeps its token
 
 
+def test_users_info_says_who_is_an_admin_with_users_read_in_the_workspace_only() -> None:
+    with FakeSlack() as fake:
+        fake.add_user("U0ADMIN", is_admin=True)
+        fake.add_user("U0GUEST", is_restricted=True)
+        fake.add_user("U0FAR", team_id="T0OTHER", is_owner=True)
+        client = WebClient(token=fake.bot_token, base_url=fake.base_url)
+
+        admin = client.users_info(user="U0ADMIN")["user"]
+        guest = client.users_info(user="U0GUEST")["user"]
+        assert (admin["team_id"], admin["is_admin"], admin["is_owner"]) == (TEAM_ID, True, False)
+        assert (guest["is_admin"], guest["is_restricted"]) == (False, True)
+        with pytest.raises(SlackApiError, match="user_not_found"):
+            client.users_info(user="U0FAR")  # another workspace's member: not visible here
+        with pytest.raises(SlackApiError, match="user_not_found"):
+            client.users_info(user="U0NOBODY")
+
+        fake.oauth_app("1.2", "secret")
+        code = fake.authorize("T0OTHER", scopes=["chat:write", "commands"])
+        token = client.oauth_v2_access(client_id="1.2", client_secret="secret", code=code)
+        other = WebClient(token=token["access_token"], base_url=fake.base_url)
+        with pytest.raises(SlackApiError) as refused:
+            other.users_info(user="U0FAR")
+        assert refused.value.response["error"] == "missing_scope"
+        assert refused.value.response["needed"] == "users:read"
+        code = fake.authorize("T0OTHER", scopes=["chat:write", "commands", "users:read"])
+        client.oauth_v2_access(client_id="1.2", client_secret="secret", code=code)
+        assert other.users_info(user="U0FAR")["user"]["is_owner"] is True
+
+
 PROMPT_MODAL: dict[str, Any] = {
     "type": "modal",
     "callback_id": "ask",
