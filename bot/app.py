@@ -16,6 +16,7 @@ See the README's "Serving" section for the two measured side by side.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +61,8 @@ from bot.threads import ThreadPoster
 from bot.token_keys import TokenCipher
 from bot.wizard import FLOWS, WizardService
 from bot.work_slots import WorkSlots, behind_the_acks
+from checks.dryrun import dryrun_script
+from isolation.sandbox import Sandbox
 from storage import migrations
 from storage.database import create_database_engine, data_dir
 from storage.sessions import SessionStore
@@ -146,6 +149,7 @@ def build_service(
     schema: str | None = None,
     assistant: Assistant | None = None,
     shard: Shard = ALONE,
+    sandbox: Sandbox | None = None,
 ) -> WizardService:
     """The wizard service on the configured database (SQLite by default), migrated first;
     `assistant` (assistant_from_environment) reads typed replies first when given; its share of
@@ -175,11 +179,16 @@ def build_service(
     scripts_dir = (
         Path(settings.artbot_scripts_dir) if settings.artbot_scripts_dir else data_dir() / "scripts"
     )
-    kwargs: dict[str, Any] = {}
+    sandbox = sandbox or Sandbox.for_host(allow_unconfined=settings.artbot_allow_unsandboxed_code)
+    kwargs: dict[str, Any] = {"sandbox": sandbox}
     if not settings.artbot_dryrun:
         kwargs["dryrun"] = None
     elif dryrun != "default":
         kwargs["dryrun"] = dryrun
+    elif not sandbox.may_run:
+        kwargs["dryrun"] = None  # fail closed: the card says why
+    else:
+        kwargs["dryrun"] = functools.partial(dryrun_script, sandbox=sandbox)
     outbox = Outbox(engine, schema=schema)
     results = ScriptResults(
         outbox, scripts_dir, executor or ThreadPoolExecutor(max_workers=2), **kwargs

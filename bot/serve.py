@@ -29,6 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
 from bot.approval import ApprovalPolicy
+from bot.hardening import seal_secrets, users_code_sandbox
 from bot.health import HealthCheck
 from bot.log_fields import configure_logging
 from bot.router import BotRouter
@@ -57,7 +58,7 @@ def web_for(
 ) -> BotWeb:
     """The ASGI app: Bolt at /slack/events unless in Socket Mode (`socket_connected` given),
     and at the install pages with OAuth."""
-    health = HealthCheck(service.store, socket_connected)
+    health = HealthCheck(service.store, socket_connected, sandbox=service.results.sandbox)
     return BotWeb(health, app.metrics, app, events=socket_connected is None)
 
 
@@ -181,6 +182,7 @@ def freeze_start_up_objects() -> None:
 def run_serve_command(args: argparse.Namespace) -> int:
     """Serve until interrupted; exit 2 with a clear message when the settings cannot work."""
     configure_logging()
+    seal_secrets(os.environ)
     try:
         settings = load_settings()
         shard = Shard.parse(args.shard) if args.shard else ALONE
@@ -195,13 +197,14 @@ def run_serve_command(args: argparse.Namespace) -> int:
         log.log(*ApprovalPolicy.from_settings(settings).start_up_line())
     if args.shard is None and workers != 1:
         return _serve_through_workers(args, settings, workers)
+    sandbox = users_code_sandbox(allow_unconfined=settings.artbot_allow_unsandboxed_code)
     try:
-        assistant = assistant_from_environment(os.environ)  # None: no ARTBOT_LLM_MODEL
+        assistant = assistant_from_environment(os.environ, sandbox)  # None: no ARTBOT_LLM_MODEL
     except SettingsError as error:
         print(f"Cannot start artbot: the assistant's settings: {error}", file=sys.stderr)
         return 2
     try:
-        service = build_service(settings, assistant=assistant, shard=shard)
+        service = build_service(settings, assistant=assistant, shard=shard, sandbox=sandbox)
     except (migrations.MigrationRefused, TokenKeyError) as error:
         print(f"Cannot start artbot: {error}", file=sys.stderr)
         return 2

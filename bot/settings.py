@@ -54,6 +54,11 @@ class BotSettings(TokenKeySettings):
     artbot_dryrun: bool = Field(
         default=True, description="dry-run generated scripts before posting them"
     )
+    artbot_allow_unsandboxed_code: bool = Field(
+        default=False,
+        description="run Slack users' code (dry runs, drafts) even where this host cannot "
+        "sandbox it (no bubblewrap or user namespaces): only for a single trusted team",
+    )
     artbot_scripts_dir: str | None = Field(
         default=None, description="where generated scripts are kept"
     )
