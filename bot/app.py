@@ -199,6 +199,7 @@ def build_service(
         from bot.runs.compare import RunComparer
         from bot.runs.service import RunService
         from bot.runs.store import RunStore
+        from bot.runs.try_limits import TryLimits, TryPool
         from bot.runs.tryit import ModelTrier
         from runner.client import RunnerClient
 
@@ -221,6 +222,12 @@ def build_service(
             store,
             poster,
             outbox,
+            limits=TryLimits(
+                settings.artbot_try_per_user,
+                settings.artbot_try_per_workspace,
+                settings.artbot_try_window_s,
+            ),
+            pool=TryPool(settings.artbot_try_threads, settings.artbot_try_in_flight_per_workspace),
             serverless_api_key=wandb_key,
             runner=runner,
             runner_token=runner_token,

@@ -102,6 +102,35 @@ class BotSettings(TokenKeySettings):
         description="how long `try` on a LocalBackend run waits for the runner to start serving "
         "its model (vLLM loads the base model first)",
     )
+    artbot_try_per_user: int = Field(
+        default=5,
+        ge=1,
+        le=10_000,
+        description="`try` prompts one person may send per ARTBOT_TRY_WINDOW_S",
+    )
+    artbot_try_per_workspace: int = Field(
+        default=20,
+        ge=1,
+        le=100_000,
+        description="`try` prompts one workspace may send per ARTBOT_TRY_WINDOW_S",
+    )
+    artbot_try_window_s: float = Field(
+        default=60.0, gt=0, le=24 * 3600, description="the window of the `try` rate limits"
+    )
+    artbot_try_threads: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="threads of a bot process that call trained models for `try` (a pool of "
+        "their own: never the listeners')",
+    )
+    artbot_try_in_flight_per_workspace: int = Field(
+        default=4,
+        ge=1,
+        le=10_000,
+        description="`try` prompts of one workspace waiting for or on a model at once; more "
+        "are refused",
+    )
     artbot_runner_poll_s: float = Field(
         default=2.0,
         gt=0,

@@ -212,10 +212,9 @@ class WizardService:
 
         key = incoming.key
         if self.trier is not None and self.trier.wants(key, incoming.reply):
-            # `try <prompt>`: the trained model answers (slow: outside the thread's lock)
+            # `try <prompt>`: checked here, the model called on the tries' own pool
             if first_time():
-                with self.slots.waiting():  # a serverless model answers in seconds
-                    self.trier.respond(client, key, incoming.user, incoming.reply)
+                self.trier.respond(client, key, incoming.user, incoming.reply)
             return
         if self._rollouts_asked(client, incoming):
             return
@@ -647,8 +646,7 @@ class WizardService:
             return
         if delivery_id is not None and not self.records.first_delivery(delivery_id):
             return
-        with self.slots.waiting():
-            self.trier.submitted(client, ref, user, prompt)
+        self.trier.submitted(client, ref, user, prompt)
 
     def compare_previous(
         self, client: WebClient, ref: RunRef, user: str, delivery_id: str | None

@@ -14,7 +14,11 @@ the api_key) with the same `openai` code. The message that says it is starting h
 stops the serving job.
 
 Only the wizard's owner tries (the model's usage is billed to the team). A thread whose wizard
-still asks a question takes `try ...` as an answer unless one of its runs succeeded."""
+still asks a question takes `try ...` as an answer unless one of its runs succeeded.
+
+The listener's thread only checks (who, which run, the rate limits: bot.runs.try_limits) and
+hands the call to the tries' own pool, so a slow model never holds a listener: acks and other
+threads' turns go on whatever the tries do."""
 
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ from bot.blocks import (
 )
 from bot.outbox import Outbox
 from bot.runs.store import Run, RunRef, RunStore
+from bot.runs.try_limits import TryLimits, TryPool
 from bot.slack_text import clip, escape
 from bot.thread_effects import Post
 from bot.threads import ThreadPoster
@@ -106,6 +111,8 @@ class ModelTrier:
         poster: ThreadPoster,
         outbox: Outbox,
         *,
+        limits: TryLimits,
+        pool: TryPool,
         serverless_api_key: str | None,
         runner: RunnerClient | None = None,
         runner_token: str | None = None,
@@ -113,8 +120,11 @@ class ModelTrier:
         start_timeout_s: float = 1800.0,
         max_tokens: int = 512,
     ) -> None:
-        """`runner` and its token serve LocalBackend models (None: `try` says it cannot)."""
+        """`runner` and its token serve LocalBackend models (None: `try` says it cannot);
+        `limits` and `pool` bound what tries cost (bot.runs.try_limits)."""
         self.runs = runs
+        self.limits = limits
+        self.pool = pool
         self.sessions = sessions
         self.poster = poster
         self.outbox = outbox
@@ -154,18 +164,23 @@ class ModelTrier:
         if not succeeded:
             self._say(key, NOT_YET)
             return
-        self.try_run(succeeded[-1], prompt)
+        self.try_run(succeeded[-1], prompt, user)
 
-    def try_run(self, run: Run, prompt: str) -> None:
-        """Post `run`'s model's reply to `prompt` in the run's thread (or why there is none).
-        A local run's model may take many minutes to start: that wait is on a thread of its
-        own, not on the listeners' pool, which every turn of every thread needs."""
-        if run.backend == "serverless":
-            self._answer_into_thread(run, prompt)
+    def try_run(self, run: Run, prompt: str, user: str) -> None:
+        """Post `run`'s model's reply to `prompt` (sent by `user`) in the run's thread, or why
+        there is none. Within the rate limits, the call goes to the tries' own pool (a
+        serverless model answers in seconds; a local one may take many minutes to start):
+        never on the listener's thread, which every turn of every thread needs."""
+        refusal = self.limits.take(run.key.team, user)
+        if refusal is not None:
+            log.info("try of run %s refused: over a rate limit", run.id)
+            if refusal.say:
+                self._say(run.key, refusal.text)
             return
-        threading.Thread(
-            target=self._answer_into_thread, args=(run, prompt), name=f"try-{run.id}", daemon=True
-        ).start()
+        busy = self.pool.submit(run.key.team, lambda: self._answer_into_thread(run, prompt))
+        if busy is not None:
+            log.info("try of run %s refused: the workspace's tries are all in flight", run.id)
+            self._say(run.key, busy)
 
     def _answer_into_thread(self, run: Run, prompt: str) -> None:
         try:
@@ -216,7 +231,7 @@ class ModelTrier:
         if run.owner != user:
             self.poster.ephemeral(client, run.key, user, f"Only <@{run.owner}> can try this model.")
             return
-        self.try_run(run, prompt)
+        self.try_run(run, prompt, user)
 
     # -- a LocalBackend run: a serving job on the runner --
 
@@ -313,10 +328,11 @@ class ModelTrier:
 def starting_message(run: Run, serving: Serving) -> SlackMessage:
     """Said once, while a local run's model starts on the runner; Cancel stops it."""
     waiting = " (waiting for a free GPU)" if serving.state is ServingState.queued else ""
+    lifetime = serving.max_lifetime_s
     text = (
         f":hourglass_flowing_sand: Starting the model `{escape(serving.model)}` on the "
         f"runner{waiting}\u2026 It stays up until {_duration(serving.idle_timeout_s)} pass "
-        "without a prompt."
+        "without a prompt" + (f", {_duration(lifetime)} at most." if lifetime else ".")
     )
     cancel: dict[str, Any] = {
         "type": "actions",

@@ -11,7 +11,9 @@ a malformed body, `max_tokens` below 1, a strict json_schema whose objects, at a
 require every property or allow others, or whose arrays give no `items`) with OpenAI's 400/401
 bodies, records every request, and replies from a script: content,
 a status, or a hang until the server stops (a timeout, with no clock in the test). For a
-benchmark: `latency_s` before each reply, and `otherwise` once the script is used up.
+benchmark: `latency_s` before each reply, and `otherwise` once the script is used up. A slow
+model without a clock: `gate`, an event every request waits for once recorded (`in_flight` and
+`most_in_flight` count the requests being answered at once).
 """
 
 from __future__ import annotations
@@ -69,6 +71,11 @@ class FakeOpenAI:
     """How long the model thinks before each reply (a real one: seconds)."""
     otherwise: Scripted | None = None
     """The reply once the script is used up (None: a 500, counted as refused)."""
+    gate: threading.Event | None = None
+    """When set to an event, every request waits for it (or the server's stop) before its reply."""
+    in_flight: int = 0
+    """Requests received and not yet answered."""
+    most_in_flight: int = 0
     _script: deque[Scripted] = field(default_factory=deque)
     _stopping: threading.Event = field(default_factory=threading.Event)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -146,6 +153,20 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(body)
             scripted = self._script.popleft() if self._script else self.otherwise
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self._reply(handler, body, scripted)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _reply(
+        self, handler: BaseHTTPRequestHandler, body: JsonObject, scripted: Scripted | None
+    ) -> None:
+        gate = self.gate
+        while gate is not None and not gate.wait(0.05) and not self._stopping.is_set():
+            pass
         if self.latency_s:
             self._stopping.wait(self.latency_s)
         if scripted is None:
