@@ -46,6 +46,29 @@ PROVIDED = frozenset(
     }
 )
 
+# Imported into the script's process by ART's LocalBackend (openpipe-art's `backend` extra) and
+# the libraries under it: a file of one of these names beside the script is imported instead.
+TRAINING_STACK = frozenset(
+    {
+        "accelerate",
+        "bitsandbytes",
+        "datasets",
+        "huggingface_hub",
+        "peft",
+        "safetensors",
+        "tokenizers",
+        "torch",
+        "torchao",
+        "transformers",
+        "triton",
+        "trl",
+        "unsloth",
+        "unsloth_zoo",
+        "vllm",
+        "wandb",
+    }
+)
+
 # Import names whose distribution on PyPI is called something else.
 PYPI_NAMES = {
     "attr": "attrs",
@@ -105,6 +128,23 @@ def third_party(modules: Iterable[str]) -> list[str]:
         for m in set(modules)
         if m not in sys.stdlib_module_names and m not in PROVIDED and m != "__future__"
     )
+
+
+def shadowed_module(name: str, user_imports: Iterable[str] = ()) -> str | None:
+    """What a file `<name>.py` beside the script would stand in for, in words: Python puts the
+    script's folder first on the import path, so the script (or ART, or a library) would import
+    that file instead of the module. None when `name` is no module the script's process loads:
+    the standard library's, ART's, the script's dependencies', the training stack's, or one the
+    user's code imports (`user_imports`)."""
+    if name in sys.stdlib_module_names:
+        return "a module of Python's standard library"
+    if name == "art":
+        return "ART itself"
+    if name in PROVIDED or name in TRAINING_STACK:
+        return "a module the script's dependencies provide"
+    if name in set(user_imports):
+        return "a module your code imports"
+    return None
 
 
 def suggested_requirements(modules: Iterable[str]) -> list[str]:

@@ -881,9 +881,10 @@ TRAIN_RL = Flow(
             "What is this run called?",
             guide=(
                 "A static, descriptive name of letters, digits, `.`, `_` and `-` (I won't make "
-                "one up). It names the model and its checkpoints; resuming uses it."
+                "one up). It names the model, its checkpoints and the script (`<name>.py`, so "
+                "not a module's name such as `random` or `art`); resuming uses it."
             ),
-            parse=v.slug(),
+            parse=v.script_name(lambda answers: imported_modules(user_code(answers))),
             help="It names the model and its checkpoints; resuming uses it, so keep it stable.",
             example="math-solver-001",
             title="Run name",

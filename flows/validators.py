@@ -8,12 +8,13 @@ import json
 import keyword
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 from flows.entry_points import reward_function_call
 from flows.steps import Answers, InvalidAnswer, Parse
+from flows.third_party import shadowed_module
 from flows.user_code import check_compiles, scoped_body
 
 MAX_TEXT_CHARS = 8_000
@@ -62,6 +63,26 @@ def slug(max_len: int = 64) -> Parse:
                 "starting with a letter or digit (e.g. `math-solver-001`)."
             )
         return value
+
+    return parse
+
+
+def script_name(imports: Callable[[Answers], Iterable[str]], max_len: int = 64) -> Parse:
+    """A safe name (`slug`) that can also name the generated script, `<name>.py`: not the name
+    of a module the script imports (`flows.third_party.shadowed_module`; `imports` gives the
+    user's code's own imports), which that file would stand in for."""
+    safe = slug(max_len)
+
+    def parse(value: str, answers: Answers) -> str:
+        name = safe(value, answers)
+        shadowed = shadowed_module(name, imports(answers))
+        if shadowed is not None:
+            raise InvalidAnswer(
+                f"`{name}` is {shadowed}: the script is saved as `{name}.py`, and Python would "
+                f"import that file instead of the module, so the script could not start. "
+                f"Add to the name, e.g. `{name}-run-001`."
+            )
+        return name
 
     return parse
 

@@ -55,6 +55,41 @@ def test_single_turn_with_ruler_asks_every_question_in_order_and_completes() -> 
     assert "uses_tools" not in done.answers  # single-turn never asks about tools
 
 
+def test_a_run_name_a_module_has_is_refused_with_why_and_a_project_name_is_not() -> None:
+    """The script is saved as `<run name>.py`, and Python imports a file beside the script
+    before the module of that name: a run called `random` cannot start. The project only names
+    ART's folder (`<art path>/<project>/models/...`), never a file beside the script, and a
+    folder without `__init__.py` stands in for no installed module: any safe name will do."""
+    chat = single_turn_ruler_up_to_reward()
+    chat.play(
+        [
+            ("ruler", "judge_model"),
+            ("openai/o4-mini", "train_split"),
+            ("all", "val_split"),
+            ("held_out", "val_fraction"),
+            ("0.25", "val_every"),
+            ("default", "val_max_groups"),
+            ("4", "base_model"),
+            ("meta-llama/Llama-3.1-8B-Instruct", "project"),
+            ("random", "run_name"),
+        ]
+    )
+    for reply, says in [
+        ("random", "`random` is a module of Python's standard library"),
+        ("math", "`math` is a module of Python's standard library"),
+        ("art", "`art` is ART itself"),
+        ("dotenv", "`dotenv` is a module the script's dependencies provide"),
+    ]:
+        chat.say(reply)
+        problem = chat.problem() or ""
+        assert says in problem, (reply, problem)
+        assert f"saved as `{reply}.py`" in problem and f"`{reply}-run-001`" in problem
+        assert chat.asking() == "run_name"
+    chat.play([("random-baseline", "backend"), ("LocalBackend", "hyperparameters")])
+    assert chat.session.answers["project"] == "random"
+    assert chat.session.answers["run_name"] == "random-baseline"
+
+
 def test_ruler_is_explained_once_when_the_reward_question_is_first_asked() -> None:
     chat = Conversation()
     chat.play(
