@@ -10,6 +10,7 @@ import pytest
 
 from assistant import Assistant, Budget, Limits, not_configured
 from flows import TRAIN_RL, Notice, Reply, Session, advance
+from isolation.sandbox import Sandbox
 from tests.assistant.conftest import USER, model_for, open_step, question_of, session_after
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.flows.matrix import GUESS_ROWS, MATH_ROWS, TOOLS
@@ -307,3 +308,27 @@ def test_without_a_model_draft_at_the_tools_says_so_and_asks_again() -> None:
     assert turn is not None and turn.session.answers == session.answers
     assert "The assistant is not configured" in notices(turn.messages)
     assert question_of(turn.messages).step_id == "tools"
+
+
+def test_where_the_host_cannot_sandbox_a_draft_is_checked_and_offered_but_never_run(
+    fake: FakeOpenAI,
+) -> None:
+    no_sandbox = Sandbox(confined=False, reason="bubblewrap is not installed", may_run=False)
+    assistant = Assistant(
+        model_for(fake),
+        Budget(requests_per_minute=100, tokens_per_day=1_000_000),
+        code_sandbox=no_sandbox,
+    )
+    session = session_after(TO_REWARD_LOGIC)
+    # Code that would fail if it ran: offered all the same, because it is not run.
+    fake.script(drafted(ENDLESS))
+
+    messages, proposal = draft(assistant, session)
+
+    assert messages == ()
+    assert proposal is not None and proposal.reply_text == ENDLESS
+    assert "in a sandbox" not in proposal.reason
+    assert (
+        "not run: this host cannot sandbox untrusted code (bubblewrap is not installed)"
+        in proposal.reason
+    )

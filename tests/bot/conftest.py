@@ -20,6 +20,7 @@ from bot.script_results import RESULT_CARD_HEAD
 from bot.settings import BotSettings, load_settings
 from bot.wizard import WizardService
 from checks.dryrun import DryrunReport
+from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
 from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 from tests.fakes.slack_api import FakeSlack, Message
@@ -113,7 +114,13 @@ class BotFactory:
     """The bots' ARTBOT_TOKEN_KEYS (one database, one key), unless a test gives its own: with
     none, an OAuth bot would make a key file in the data dir of whoever runs the tests."""
 
-    def __call__(self, *, dryrun: Callable[[Path], DryrunReport] | None = None, **env: str) -> Bot:
+    def __call__(
+        self,
+        *,
+        dryrun: Callable[[Path], DryrunReport] | None = None,
+        sandbox: Sandbox | None = None,
+        **env: str,
+    ) -> Bot:
         environment = {
             "SLACK_BOT_TOKEN": BOT_TOKEN,
             "SLACK_SIGNING_SECRET": SIGNING_SECRET,
@@ -133,7 +140,8 @@ class BotFactory:
             settings,
             executor=executor,
             schema=self.database.schema,
-            assistant=assistant_from_environment(environment),
+            assistant=assistant_from_environment(environment, sandbox),
+            sandbox=sandbox,
             **kwargs,
         )
         app = create_app(settings, service)
