@@ -7,7 +7,13 @@ ENV PYTHONUNBUFFERED=1 \
     UV_LINK_MODE=copy \
     UV_PROJECT_ENVIRONMENT=/opt/artbot/.venv \
     PATH=/opt/artbot/.venv/bin:$PATH
-RUN pip install --no-cache-dir uv \
+# bubblewrap: the sandbox users' code runs in (README "Isolation"). As the non-root bot it needs
+# user namespaces, which Docker's default seccomp profile refuses: run the bot container with a
+# profile that allows them (or --security-opt seccomp=unconfined), or the bot runs no user code.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/* \
+    && pip install --no-cache-dir uv \
     && useradd --create-home --uid 10001 artbot
 WORKDIR /opt/artbot
 COPY pyproject.toml uv.lock .python-version README.md ./
