@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 from urllib.request import Request
 
 from slack_sdk import WebClient
-from slack_sdk.web.base_client import SlackResponse
 from slack_sdk.web.file_upload_v2_result import FileUploadV2Result
+from slack_sdk.web.slack_response import SlackResponse
 
 from isolation.redaction import redact, redact_data
 
