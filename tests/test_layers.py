@@ -1,12 +1,14 @@
 """The layout's layers hold: no package imports a package above it.
 
 Bottom to top: the pure wizard (`flows`), reading settings (`config`), the sandbox and the
-redaction for untrusted code and secrets (`isolation`), and the database plumbing (`storage.database`, `storage.sql_store`, `storage.migrations`) import nothing of
-ours; the session store and the checks build on the wizard; the runner on the plumbing alone;
-the assistant (a language model in front of the wizard) on the wizard and the settings; the
-Slack bot on all of those (the runner only through its client and wire schemas); the command
-line (`artbot`) on everything. The README's layout names every module and folder.
-Every import counts, also those inside functions.
+redaction for untrusted code and secrets (`isolation`), and the database plumbing
+(`storage.database`, `storage.sql_store`, `storage.migrations`) import nothing of ours; the
+session store and the checks build on the wizard; the runner on the plumbing alone; the
+assistant (a language model in front of the wizard) on the wizard and the settings; the Slack
+bot on all of those (the runner only through its client and wire schemas); the command line
+(`artbot`) on everything; all but the wizard, the settings and the plumbing use `isolation`.
+The README's layout names every module and folder. Every import counts, also those inside
+functions.
 """
 
 from __future__ import annotations
