@@ -5,12 +5,29 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from slack_sdk import WebClient
 
 from assistant.repo_zip import MAX_ZIP_BYTES, is_zip
 from bot.slack_text import clip, escape
 from flows import Attachment
+
+SLACK_FILE_DOMAINS = ("slack.com", "slack-gov.com")
+"""Where Slack serves `url_private` (files.slack.com; GovSlack's own): the only hosts, with the
+Web API's own, that ever get the bot token."""
+
+
+def is_slack_file_url(url: str, api_url: str) -> bool:
+    """Whether `url` is one of Slack's file hosts over https, or on the Web API's own origin (a
+    proxy, a test server): a file object naming any other host never gets the bot token."""
+    parts, api = urlsplit(url), urlsplit(api_url)
+    if (parts.scheme, parts.hostname, parts.port) == (api.scheme, api.hostname, api.port):
+        return True
+    host = (parts.hostname or "").lower()
+    return parts.scheme == "https" and any(
+        host == domain or host.endswith("." + domain) for domain in SLACK_FILE_DOMAINS
+    )
 
 
 def attachment_from_file(
@@ -25,9 +42,11 @@ def attachment_from_file(
     if isinstance(size, int) and size > max_bytes:
         return f"“{escape(clip(name, 80))}” is {size:,} bytes; the limit is {max_bytes:,}."
     url = file.get("url_private_download") or file.get("url_private")
-    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+    if not isinstance(url, str) or not is_slack_file_url(url, client.base_url):
         return f"I cannot download “{escape(clip(name, 80))}”."
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {client.token}"})
+    request = urllib.request.Request(url)
+    # Not passed on if the download redirects: the token goes to Slack's file host alone.
+    request.add_unredirected_header("Authorization", f"Bearer {client.token}")
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             content_type = response.headers.get("Content-Type", "")
