@@ -61,13 +61,5 @@ class HealthCheck:
             checks["socket"] = "ok" if self._socket_connected() else "not connected to Slack"
         facts = {}
         if self._sandbox is not None:
-            facts["sandbox"] = _sandbox_fact(self._sandbox)
+            facts["sandbox"] = self._sandbox.description
         return Health(checks, facts)
-
-
-def _sandbox_fact(sandbox: Sandbox) -> str:
-    if sandbox.confined:
-        return sandbox.description
-    if sandbox.may_run:
-        return f"OFF, users' code runs unsandboxed (operator opt-out): {sandbox.reason}"
-    return f"unavailable, so users' code is not run: {sandbox.reason}"

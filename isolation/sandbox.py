@@ -115,11 +115,13 @@ class Sandbox:
 
     @property
     def description(self) -> str:
-        """One line for start-up logs and /healthz."""
-        if not self.confined:
-            return f"untrusted code is not sandboxed: {self.reason}"
-        who = "a pooled uid of its own" if self.as_root else "a user namespace of the bot's uid"
-        return f"untrusted code runs in bubblewrap namespaces ({who}, no network)"
+        """One line for start-up logs and /healthz: confined, opted out, or refused."""
+        if self.confined:
+            who = "a pooled uid of its own" if self.as_root else "a user namespace of the bot's uid"
+            return f"untrusted code runs in bubblewrap namespaces ({who}, no network)"
+        if self.may_run:
+            return f"OFF, users' code runs unsandboxed (operator opt-out): {self.reason}"
+        return f"unavailable, so users' code is not run: {self.reason}"
 
     @contextlib.contextmanager
     def confine(

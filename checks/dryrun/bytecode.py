@@ -10,6 +10,7 @@ and executes nothing, and a sandbox sees it read-only; a module not in it is com
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import subprocess
@@ -21,7 +22,6 @@ from pathlib import Path
 from checks.dryrun.script_env import artbot_cache_dir, exclusive_lock
 
 COMPILE_TIMEOUT_S = 900.0
-MARKER_NAME = "compiled.json"
 
 
 def compiled_bytecode_dir(env: Mapping[str, str]) -> Path:
@@ -56,7 +56,9 @@ def compile_environment(python: str, prefix: Path) -> None:
         marker.write_text(json.dumps({"python": python, "paths": list(map(str, paths))}) + "\n")
 
 
-def _library_paths(python: str) -> list[Path]:
+@functools.cache
+def _library_paths(python: str) -> tuple[Path, ...]:
+    """Where `python` keeps its standard library and packages (asked once per interpreter)."""
     if Path(python).resolve() == Path(sys.executable).resolve():
         found = {sysconfig.get_path("stdlib"), sysconfig.get_path("purelib")}
         found.add(sysconfig.get_path("platlib"))
@@ -75,10 +77,10 @@ def _library_paths(python: str) -> list[Path]:
             check=True,
         )
         found = set(json.loads(asked.stdout))
-    return sorted(Path(p) for p in found if p and Path(p).is_dir())
+    return tuple(sorted(Path(p) for p in found if p and Path(p).is_dir()))
 
 
-def _state_key(python: str, paths: list[Path]) -> str:
+def _state_key(python: str, paths: tuple[Path, ...]) -> str:
     """Changes when a package is added, removed or upgraded (site-packages' entries change)."""
     state = [python] + [f"{p}:{p.stat().st_mtime_ns}" for p in paths]
     return hashlib.sha256(json.dumps(state).encode()).hexdigest()[:24]

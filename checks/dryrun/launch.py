@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -36,11 +35,11 @@ from checks.dryrun.script_env import (
     script_environment,
 )
 from checks.script_metadata import ScriptMetadataError, script_dependencies
+from isolation.redaction import SECRET_VARIABLE
 from isolation.sandbox import Sandbox, SandboxLimits, python_paths, sandbox_environment
 
 COPY_LIMIT_BYTES = 5 * 1024 * 1024
 STACK_DUMP_WAIT_S = 2.0
-SECRET_NAME = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$|^AWS_", re.IGNORECASE)
 SECRET_PLACEHOLDER = "artbot-dryrun-placeholder"
 # The keys RULER's judge reads by provider (templates/train_rl/partials/environment_check.py.j2):
 # the judge is stood in, so a placeholder passes the script's check for any of them.
@@ -117,7 +116,7 @@ def dryrun_environment(
     name only: scripts check that their keys are set), and so are the keys RULER's judges read
     (the judge is stood in). The rest is the dry run's own configuration.
     """
-    placeholders = {name: SECRET_PLACEHOLDER for name in base if SECRET_NAME.search(name)}
+    placeholders = {name: SECRET_PLACEHOLDER for name in base if SECRET_VARIABLE.search(name)}
     placeholders.update(dict.fromkeys(JUDGE_KEY_NAMES, SECRET_PLACEHOLDER))
     env = sandbox_environment(home or record_path.parent, placeholders)
     package_root = str(PACKAGE_ROOT)
