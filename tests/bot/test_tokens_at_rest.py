@@ -6,6 +6,7 @@ PostgreSQL when ARTBOT_TEST_POSTGRES_URL is set."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -66,6 +67,16 @@ def raw_tokens(database: Database) -> list[str]:
 def every_cell(database: Database) -> str:
     return "\n".join(
         str(v) for name in TABLES for r in raw_rows(database, name) for v in r.values()
+    )
+
+
+FERNET_TOKEN = re.compile(r"gAAAAA[A-Za-z0-9_-]+=*")
+
+
+def cells_in_clear(database: Database) -> str:
+    """Every cell but the encrypted ones (their base64 may spell "xox" by chance)."""
+    return "\n".join(
+        cell for cell in every_cell(database).split("\n") if not FERNET_TOKEN.fullmatch(cell)
     )
 
 
@@ -165,7 +176,7 @@ def test_an_oauth_install_leaves_no_token_in_clear_in_the_database(
     cells = every_cell(database)
     for secret in (issued, "xoxb-south", "xoxe-1-south", "xoxp-south"):
         assert secret not in cells
-    assert "xox" not in cells
+    assert "xox" not in cells_in_clear(database)
     tokens = raw_tokens(database)
     assert len(tokens) == 2 + 6  # north: one row in each table; south: 4 + 2 cells
     key = make_bot.token_keys
@@ -348,7 +359,7 @@ def test_the_migration_encrypts_the_plaintext_rows_of_an_older_artbot(
     migrations.upgrade(BOT_DATABASE, database.url, schema=database.schema)
     assert migrations.current(BOT_DATABASE, database.url, schema=database.schema) == HEAD
     after = raw_tokens(database)
-    assert len(after) == 4 and "xox" not in every_cell(database)
+    assert len(after) == 4 and "xox" not in cells_in_clear(database)
     assert sorted(decrypts_with(key, t) or "" for t in after) == before
     (empty,) = raw_rows(database, "slack_installations", "WHERE team_id = 'T0EMPTY'")
     assert all(empty[c] is None for c in TOKEN_COLUMNS)
@@ -387,7 +398,7 @@ def test_serve_makes_a_key_file_once_and_will_not_start_when_it_is_lost(
     (key,) = [line for line in key_file.read_text().splitlines() if not line.startswith("#")]
     first.install("T0NORTH")
     tokens = raw_tokens(database)
-    assert len(tokens) == 6 and "xox" not in every_cell(database)
+    assert len(tokens) == 6 and "xox" not in cells_in_clear(database)
     assert all(decrypts_with(key, t) for t in tokens)
 
     again = make_bot(
