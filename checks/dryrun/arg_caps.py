@@ -3,15 +3,16 @@
 After argparse has parsed the script's command line, these attributes are capped when the
 script defines them (any other flag, and any script without them, runs as written):
 
-| flag                   | dry-run value                                         |
-|------------------------|-------------------------------------------------------|
-| --num-steps            | at most `max_steps`                                   |
-| --num-epochs           | 1                                                     |
-| --groups-per-step      | at most 2                                             |
-| --rollouts-per-group   | at most 4                                             |
-| --dataset-size         | at most `max_steps` * groups per step + val groups    |
-| --val-every            | at most `max_steps`, so that validation runs          |
-| --val-max-groups       | at most 2 (None too)                                  |
+| flag                   | dry-run value                                           |
+|------------------------|---------------------------------------------------------|
+| --num-steps            | at most `max_steps`                                     |
+| --num-epochs           | 1                                                       |
+| --groups-per-step      | at most 2                                               |
+| --rollouts-per-group   | at most 4                                               |
+| --dataset-size         | at most `max_steps` * groups per step + val groups      |
+| --val-every            | at most `max_steps`, so that validation runs            |
+| --val-max-groups       | at most 2 (None too)                                    |
+| --max-turns            | at most 20: a long game still reaches its reward        |
 
 `--max-concurrent` stays: it bounds concurrency, not length.
 """
@@ -26,6 +27,7 @@ from typing import Any
 GROUPS_PER_STEP = 2
 ROLLOUTS_PER_GROUP = 4
 VAL_MAX_GROUPS = 2
+MAX_TURNS = 20
 
 
 Cap = Callable[[Any, argparse.Namespace], Any]
@@ -77,6 +79,7 @@ def dryrun_caps(max_steps: int) -> list[ArgCap]:
         ArgCap("val_max_groups", _at_most_or_none(VAL_MAX_GROUPS)),
         ArgCap("dataset_size", dataset_size),
         ArgCap("val_every", val_every),
+        ArgCap("max_turns", _at_most(MAX_TURNS)),
     ]
 
 

@@ -2,7 +2,8 @@
 
 Before the script runs as `__main__`, this process blocks the network, starts the stand-in
 policy, points OpenAI clients and litellm at it, swaps the stand-in trainer into `art`,
-caps the script's size flags and starts recording. The script runs as `__main__` with a
+lets the stand-in player search a game's legal moves before each request, caps the script's
+size flags and starts recording. The script runs as `__main__` with a
 counter in each of its functions (`checks.dryrun.user_calls`). Its configuration comes from the
 environment that `checks.dryrun.launch` prepares (the `ARTBOT_DRYRUN_*` variables).
 """
@@ -132,6 +133,13 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     wandb_imported_by_script = art_patches.silence_wandb(import_it=config.own_environment)
     art_patches.install_gather_recording(recorder)
     art_patches.route_litellm(policy.base_url, OPENAI_KEY_PLACEHOLDER)
+    from checks.dryrun.move_search import MoveSearch, install_request_hook
+
+    # The stand-in player: legal moves found on a copy of the game, played by the policy.
+    move_search = MoveSearch(counter, policy.know_moves)
+    counter.observer = move_search
+    recorder.move_search = move_search.snapshot
+    install_request_hook(move_search)
     install_arg_caps(
         dryrun_caps(config.max_steps),
         lambda change: recorder.finding(f"cap {change.split()[0]}", "note", f"capped {change}"),

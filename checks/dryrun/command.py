@@ -17,9 +17,13 @@ DESCRIPTION = (
     "(and RULER judge) on 127.0.0.1, a stand-in trainer in place of LocalBackend / "
     "ServerlessBackend, no external call. The script's file is not edited (its "
     "functions are counted as they run); its size flags (--num-steps, --num-epochs, "
-    "--dataset-size, ...) are capped for the run. Exits 0 when the script ran to the end, "
-    "trained something learnable, and your reward, environment and tool code ran."
+    "--dataset-size, --max-turns, ...) are capped for the run. Exits 0 when the script ran to "
+    "the end, trained something learnable, and your reward, environment and tool code ran; 1 "
+    "when it failed; 4 when it proves nothing because the stand-in player could not play the "
+    "game."
 )
+EXIT_INCONCLUSIVE = 4
+"""The dry run proves nothing, through no fault found in the script (see artbot/exit_status.py)."""
 
 
 def add_dryrun_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,12 +88,21 @@ def add_dryrun_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def report_json(report: DryrunReport) -> str:
-    """The report as JSON, with `ok`."""
-    return json.dumps({**asdict(report), "script": str(report.script), "ok": report.ok}, indent=2)
+    """The report as JSON, with `ok` and the verdict."""
+    return json.dumps(
+        {
+            **asdict(report),
+            "script": str(report.script),
+            "ok": report.ok,
+            "verdict": report.verdict,
+        },
+        indent=2,
+    )
 
 
 def run_dryrun_command(args: argparse.Namespace) -> int:
-    """Dry-run the script named in `args`, print the report; 0 if ok, 1 if not, 2 on misuse."""
+    """Dry-run the script named in `args`, print the report; 0 if ok, 1 if it failed, 4 if it
+    was inconclusive, 2 on misuse."""
     script_args = list(args.dryrun_args)
     if script_args[:1] == ["--"]:
         script_args = script_args[1:]
@@ -110,4 +123,4 @@ def run_dryrun_command(args: argparse.Namespace) -> int:
         print(f"artbot dryrun: {error}", file=sys.stderr)
         return 2
     print(report_json(report) if args.dryrun_json else report.format())
-    return 0 if report.ok else 1
+    return {"ok": 0, "failed": 1, "inconclusive": EXIT_INCONCLUSIVE}[report.verdict]

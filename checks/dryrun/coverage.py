@@ -32,6 +32,10 @@ class Coverage:
     runs: tuple[FunctionRuns, ...]
     problems: tuple[str, ...]
     warnings: tuple[str, ...]
+    # Of the problems, those a stand-in player that could not play the game explains, restated
+    # without blaming the code: the reward never reached (every move refused goes without saying).
+    unplayed: tuple[str, ...] = ()
+    unplayed_problems: tuple[str, ...] = ()
 
 
 def _never_ran(run: FunctionRuns, rollouts: int) -> str:
@@ -83,9 +87,14 @@ def judge_coverage(record: RunRecord) -> Coverage:
     never_ran: list[str] = []
     failed: list[str] = []
     warnings: list[str] = []
+    unplayed: list[str] = []
+    unplayed_problems: list[str] = []
     for run in runs:
         if run.calls == 0:
             never_ran.append(_never_ran(run, record.rollouts))
+            if run.name == "compute_reward":
+                unplayed.append(never_ran[-1])
+                unplayed_problems.append(never_ran[-1])
         elif run.raised == run.calls and run.is_tool:
             # The stand-in policy's arguments are guesses: a tool may fairly refuse them all.
             warnings.append(
@@ -94,6 +103,8 @@ def judge_coverage(record: RunRecord) -> Coverage:
             )
         elif run.raised == run.calls:
             failed.append(_always_raised(run))
+            if run.name == "apply_action":
+                unplayed_problems.append(failed[-1])
     answered = record.metric_sums.get("answered")
     if answered == 0 and record.metric_counts.get("answered"):
         warnings.append(
@@ -101,7 +112,32 @@ def judge_coverage(record: RunRecord) -> Coverage:
             f"{record.metric_counts['answered']}): the reward only ever saw an empty answer"
         )
     # A function that always raised is usually why the next one never ran: it comes first.
-    return Coverage(runs, (*failed, *never_ran), tuple(warnings))
+    return Coverage(
+        runs, (*failed, *never_ran), tuple(warnings), tuple(unplayed), tuple(unplayed_problems)
+    )
+
+
+STUCK_AT_LINES = 20
+
+
+def standin_was_stuck(record: RunRecord) -> str | None:
+    """What to say when the stand-in player found no move the game accepted somewhere: its
+    limit, with the position it was stuck at; None when it always found one."""
+    moves = record.moves
+    if not moves.stuck:
+        return None
+    lines = (moves.stuck_at or "").strip("\n").splitlines()
+    position = "\n".join(lines[:STUCK_AT_LINES]) + ("\n..." if len(lines) > STUCK_AT_LINES else "")
+    refusal = f" (its first refusal: {moves.stuck_refusal})" if moves.stuck_refusal else ""
+    return (
+        f"the stand-in player could not play this game: at {moves.stuck} of "
+        f"{moves.positions + moves.learnt} positions none of the {moves.stuck_tried} moves it "
+        f"read from the observation and the instructions (e.g. {', '.join(moves.stuck_examples)}) "
+        f"was accepted by your apply_action{refusal}. It plays cells, words, numbers, quoted "
+        "examples and JSON it is shown; a real model reads instructions better, so this is the "
+        "stand-in's limit, not a fault found in your code (naming the moves in the system "
+        "prompt, e.g. 'Answer north or south', lets it play). It was stuck at:\n" + position
+    )
 
 
 def metric_means(record: RunRecord) -> dict[str, float]:

@@ -1,10 +1,12 @@
-"""What the stand-in policy says: OpenAI chat completions synthesized from the request alone.
+"""What the stand-in policy says: OpenAI chat completions synthesized from the request.
 
-Pure functions of (request, rng). The answers are cheap guesses that still exercise a
+Pure functions of (request, rng, moves). The answers are cheap guesses that still exercise a
 script's plumbing: tool calls with arguments built from the tool's JSON Schema, short
 texts that sometimes echo a word or number of the prompt (so simple programmatic rewards
 and game loops see both hits and misses), JSON that fits a requested schema, and RULER
-judge verdicts with one differing score per `<trajectory id="N">` block.
+judge verdicts with one differing score per `<trajectory id="N">` block. In a game, `moves`
+are the moves the dry run found the game accepts at the position shown
+(`checks.dryrun.move_search`): the policy plays one of them.
 """
 
 from __future__ import annotations
@@ -15,17 +17,18 @@ import re
 import uuid
 from typing import Any
 
+from checks.dryrun.move_candidates import (
+    ANSWER_TAG,
+    example_answers,
+    free_cells,
+    message_text,
+)
+
 JsonObject = dict[str, Any]
 
 TRAJECTORY_BLOCK = re.compile(r'<trajectory id="([^"]+)">')
 # A word or a number, as a reward function comparing strings would see it.
 TOKEN = re.compile(r"-?\d+(?:\.\d+)?|[A-Za-z][A-Za-z0-9_'-]*")
-# `<answer>`-style tags that a prompt asks the model to wrap its answer in.
-ANSWER_TAG = re.compile(r"<([a-z_]{2,20})>", re.IGNORECASE)
-# `<move>A1</move>` and 'up' / `B3` / "left": examples of an answer given in the instructions.
-TAGGED_EXAMPLE = re.compile(r"<([a-z_]{2,20})>([^<>\n]{1,20})</\1>", re.IGNORECASE)
-QUOTED_EXAMPLE = re.compile(r"(?<![\w'])['\"`]([^'\"`\s]{1,12})['\"`](?![\w'])")
-EMPTY = frozenset({"_", ".", "-", "·"})
 FINISHING_TOOL = re.compile(r"final|answer|submit|finish|done|complete|respond|reply", re.I)
 SENTENCES = (
     "I think the answer is {token}.",
@@ -44,16 +47,6 @@ STOPWORDS = frozenset(
         "question reply respond word one please about from",
     )
 )
-
-
-def message_text(message: JsonObject) -> str:
-    """The text of a chat message, whether its content is a string or a list of parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 def judge_trajectory_ids(request: JsonObject) -> list[str]:
@@ -159,29 +152,6 @@ def grid_cells(words: list[str]) -> list[str]:
     letters = sorted({w for w in words if len(w) == 1 and w.isalpha() and w.isupper()})
     digits = sorted({w for w in words if w.isdigit() and len(w) <= 2}, key=int)
     return [letter + digit for letter in letters for digit in digits]
-
-
-def free_cells(text: str) -> list[str]:
-    """The empty cells of a board drawn as text: a header of column numbers, then one line per
-    row, its letter first (`B  x | _ | o`); empty is `_`, `.`, `-` or `·`."""
-    columns: list[str] = []
-    free: list[str] = []
-    for line in text.splitlines():
-        parts = [p for p in re.split(r"[\s|]+", line.strip()) if p]
-        if not columns and parts and all(p.isdigit() for p in parts):
-            columns = parts
-        elif columns and len(parts) == len(columns) + 1 and re.fullmatch(r"[A-Za-z]", parts[0]):
-            row = parts[0].upper()
-            free += [
-                row + col for col, mark in zip(columns, parts[1:], strict=True) if mark in EMPTY
-            ]
-    return free
-
-
-def example_answers(instructions: str) -> list[str]:
-    """Short examples the instructions give of an answer: `<move>A1</move>`, 'up', `B3`."""
-    tagged = [m.group(2) for m in TAGGED_EXAMPLE.finditer(instructions)]
-    return [e.strip() for e in tagged + QUOTED_EXAMPLE.findall(instructions) if e.strip()]
 
 
 def move_token(messages: list[JsonObject], instructions: str, rng: random.Random) -> str:
@@ -315,8 +285,11 @@ def max_tokens(request: JsonObject) -> int | None:
     return None
 
 
-def synthesize_choice(request: JsonObject, rng: random.Random, index: int) -> JsonObject:
-    """One `choices[i]` entry, with logprobs (ART's vLLM always returns them)."""
+def synthesize_choice(
+    request: JsonObject, rng: random.Random, index: int, moves: list[str] | None = None
+) -> JsonObject:
+    """One `choices[i]` entry, with logprobs (ART's vLLM always returns them); in a game, one
+    of `moves` (those the game accepts here), when any."""
     message: JsonObject = {"role": "assistant", "content": None}
     judged = judge_trajectory_ids(request)
     tool = None if judged else choose_tool(request, rng)
@@ -327,6 +300,8 @@ def synthesize_choice(request: JsonObject, rng: random.Random, index: int) -> Js
         message["tool_calls"] = [call]
         # vLLM's hermes parser: the sampled tokens are the tool call in tags.
         text = f"<tool_call>\n{json.dumps(call['function'])}\n</tool_call>"
+    elif moves:
+        text = rng.choice(moves)
     else:
         text = structured_answer(request, rng) or text_answer(request.get("messages") or [], rng)
     logprobs = token_logprobs(text, rng)
@@ -346,11 +321,14 @@ def synthesize_choice(request: JsonObject, rng: random.Random, index: int) -> Js
     }
 
 
-def synthesize_completion(request: JsonObject, rng: random.Random, *, created: int) -> JsonObject:
-    """A complete `chat.completion` object answering `request`."""
+def synthesize_completion(
+    request: JsonObject, rng: random.Random, *, created: int, moves: list[str] | None = None
+) -> JsonObject:
+    """A complete `chat.completion` object answering `request` (in a game, with one of `moves`
+    where there are any)."""
     count = request.get("n")
     choices = [
-        synthesize_choice(request, rng, i)
+        synthesize_choice(request, rng, i, moves)
         for i in range(count if isinstance(count, int) and count > 1 else 1)
     ]
     prompt_tokens = max(1, len(json.dumps(request.get("messages") or [])) // 4)

@@ -4,6 +4,10 @@ It answers `POST /v1/chat/completions` (plain and streamed) and `GET /v1/models`
 replies from `policy_replies`, for the trained model and, through litellm's
 `OPENAI_API_BASE`, for the RULER judge. It rejects the one naming mistake a real
 LocalBackend would reject too: asking for `model.name` instead of `name@step`.
+
+Its wire contract is OpenAI's and nothing more. What it knows beyond the request comes from
+inside the script's process: the moves a game accepts at a position (`know_moves`, from
+`checks.dryrun.move_search`), looked up by the text of the request's last user message.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import random
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
+from checks.dryrun.move_candidates import message_text
 from checks.dryrun.policy_replies import (
     JsonObject,
     completion_chunks,
@@ -29,6 +34,14 @@ from checks.dryrun.policy_replies import (
 )
 
 STEP_SUFFIX = re.compile(r"^(?P<name>.+)@(?P<step>\d+)$")
+KNOWN_POSITIONS = 4096  # the newest positions whose moves are kept; older ones were played
+
+
+def last_user_text(request: JsonObject) -> str | None:
+    """The text of the request's last user message: the position a game shows."""
+    messages = request.get("messages") or []
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    return message_text(users[-1]) if users else None
 
 
 @dataclass
@@ -69,6 +82,7 @@ class PolicyServer:
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
         self._trainable: dict[str, int] = {}
+        self._moves: OrderedDict[str, list[str]] = OrderedDict()
         self.stats = PolicyStats()
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
         self._httpd.daemon_threads = True
@@ -112,6 +126,15 @@ class PolicyServer:
         with self._lock:
             self._trainable[name] = step
 
+    def know_moves(self, position: str, moves: list[str]) -> None:
+        """Play one of `moves` when a request's last user message is `position` (an empty
+        list: none is known, so guess)."""
+        with self._lock:
+            self._moves[position] = list(moves)
+            self._moves.move_to_end(position)
+            while len(self._moves) > KNOWN_POSITIONS:
+                self._moves.popitem(last=False)
+
     def stats_json(self) -> JsonObject:
         """A consistent snapshot of the stats."""
         with self._lock:
@@ -130,10 +153,14 @@ class PolicyServer:
             if judge_trajectory_ids(request):
                 self.stats.judge_requests += 1
             self.stats.tools_offered.update(tool_names(request.get("tools") or []))
+            position = last_user_text(request)
+            moves = self._moves.get(position) if position is not None else None
         # Seeded by the request and how often it was seen: identical prompts of one group
         # get different answers, and the whole run is reproducible whatever the arrival order.
         digest = hashlib.sha256(f"{self._seed}:{occurrence}:{key}".encode()).digest()
-        completion = synthesize_completion(request, random.Random(digest), created=int(time.time()))
+        completion = synthesize_completion(
+            request, random.Random(digest), created=int(time.time()), moves=moves
+        )
         calls = [
             call for c in completion["choices"] for call in c["message"].get("tool_calls") or []
         ]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from checks.dryrun.coverage import judge_coverage, metric_means
+from checks.dryrun.coverage import judge_coverage, metric_means, standin_was_stuck
 from checks.dryrun.model_dirs import read_history
 from checks.dryrun.run_record import RunRecord
+
+Verdict = Literal["ok", "failed", "inconclusive"]
 
 # Errors that ART 0.5.18 scripts commonly die of, and what to do about them (see art-notes).
 ERROR_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -33,6 +36,7 @@ ERROR_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 MISSING_MODULE = re.compile(r"No module named '(?!art\b)([\w.]+)'")
+NOTHING_TRAINABLE = "it succeeds with nothing trainable"
 
 
 def hint_for(error: str, *, own_environment: bool = False) -> str | None:
@@ -77,15 +81,31 @@ class DryrunReport:
     tools_called: tuple[tuple[str, int], ...] = ()  # tool calls the policy made, per tool
     user_code_runs: tuple[str, ...] = ()  # the user's functions: "name Nx, M raised"
     metric_means: tuple[tuple[str, float], ...] = ()  # trajectory metrics, mean per rollout
+    # Why the run proves nothing, through no fault found in the script: the stand-in player
+    # could not play the game (and what therefore never ran).
+    inconclusive: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> Verdict:
+        """ "failed" on a problem; "inconclusive" when the stand-in could not exercise the code;
+        else "ok"."""
+        if self.problems:
+            return "failed"
+        return "inconclusive" if self.inconclusive else "ok"
 
     @property
     def ok(self) -> bool:
-        """True when the script ran to the end and trained something learnable."""
-        return not self.problems
+        """True when the script ran to the end, trained something learnable and ran the
+        user's code."""
+        return self.verdict == "ok"
 
     def format(self) -> str:
         """A human summary: verdict, numbers, problems, warnings, first error, output tail."""
-        verdict = "ok" if self.ok else f"FAILED ({len(self.problems)} problem(s))"
+        verdict = {
+            "ok": "ok",
+            "failed": f"FAILED ({len(self.problems)} problem(s))",
+            "inconclusive": "INCONCLUSIVE (the stand-in player could not play this game)",
+        }[self.verdict]
         exit_text = "timed out" if self.exit_code is None else f"exit code {self.exit_code}"
         lines = [
             f"{self.script}: dry run {verdict}",
@@ -120,19 +140,21 @@ class DryrunReport:
             lines.append(f"  trajectory metrics (mean): {means}")
         for title, items in (
             ("problems", self.problems),
+            ("why it proves nothing (not a failure of your code)", self.inconclusive),
             ("warnings (not failures)", self.warnings),
             ("dry-run notes", self.notes),
         ):
             if items:
                 lines.append(f"  {title}:")
-                lines.extend(f"    - {item}" for item in items)
+                # An item may quote a board: its lines stay under it.
+                lines.extend("    - " + item.replace("\n", "\n      ") for item in items)
         if self.first_error:
             lines.append("  first error:")
             lines.extend(f"    {line}" for line in self.first_error.rstrip().splitlines())
         if self.stuck_at:
             lines.append("  where it was when it was killed:")
             lines.extend(f"    {line}" for line in self.stuck_at.rstrip().splitlines())
-        if self.output_tail and not self.ok:
+        if self.output_tail and self.verdict == "failed":
             lines.append("  output (last lines):")
             lines.extend(f"    | {line}" for line in self.output_tail.rstrip().splitlines())
         return "\n".join(lines)
@@ -202,15 +224,28 @@ def build_report(
             else ""
         )
         problems.append(
-            "it succeeds with nothing trainable: in every group handed to backend.train all "
+            f"{NOTHING_TRAINABLE}: in every group handed to backend.train all "
             f"rewards were equal{rewards}, and GRPO learns nothing from a group whose "
             "rewards are all the same"
         )
     coverage = judge_coverage(record)
+    inconclusive: list[str] = []
+    stuck = standin_was_stuck(record)
     if exit_code == 0 and not missing:
         # First: code that never ran is the cause of what follows (e.g. equal rewards). After a
         # crash or a timeout, "never ran" would say nothing new.
         problems[:0] = coverage.problems
+        if stuck is not None and coverage.unplayed_problems:
+            # No playable move is why every move was refused, the reward never ran and all
+            # rewards were equal: the stand-in's limit, not a fault found in the code.
+            inconclusive = [stuck, *coverage.unplayed]
+            problems = [
+                p
+                for p in problems
+                if p not in coverage.unplayed_problems and not p.startswith(NOTHING_TRAINABLE)
+            ]
+    if stuck is not None and not inconclusive:
+        warnings.append(stuck)
     warnings.extend(coverage.warnings)
     for finding in record.findings:
         times = f" [{_plural(finding.count, 'time')}]" if finding.count > 1 else ""
@@ -241,6 +276,7 @@ def build_report(
             f"the newest (e.g. {policy.get('stale_example')}): call "
             "model.get_inference_name() for each request, not once"
         )
+    notes.extend(move_search_notes(record))
     if record.stopped_at_step_limit:
         notes.append(
             f"the stand-in trainer stopped the run after {_plural(steps_trained, 'step')} (its "
@@ -271,7 +307,28 @@ def build_report(
         tools_called=tuple(sorted(dict(policy.get("tools_called", {})).items())),
         user_code_runs=tuple(run.format() for run in coverage.runs),
         metric_means=tuple(sorted(metric_means(record).items())),
+        inconclusive=tuple(inconclusive),
     )
+
+
+def move_search_notes(record: RunRecord) -> list[str]:
+    """How the stand-in player found its moves, when it played a game."""
+    moves = record.moves
+    notes: list[str] = []
+    if moves.positions:
+        found = moves.positions - moves.stuck
+        notes.append(
+            "the stand-in player tried candidate moves on a copy of the game at "
+            f"{_plural(moves.positions, 'position')} and played one the game accepted at "
+            + ("every one" if found == moves.positions else f"{found} (it guessed at the others)")
+        )
+    if moves.learnt:
+        notes.append(
+            f"the game could not be copied ({moves.copy_error}), so the stand-in player learnt "
+            f"its moves from the game's own replies at {_plural(moves.learnt, 'position')} (a "
+            "move your apply_action refused there was not offered there again)"
+        )
+    return notes
 
 
 def setup_failure_report(script: Path, problem: str, *, duration_s: float) -> DryrunReport:

@@ -38,6 +38,19 @@ class TrainedStep(BaseModel):
     trainable_groups: int
 
 
+class MoveSearchRecord(BaseModel):
+    """What the stand-in player's move search found (`checks.dryrun.move_search`)."""
+
+    positions: int = 0  # positions of a copied game where candidate moves were tried
+    learnt: int = 0  # positions of a game that could not be copied (learnt from its replies)
+    copy_error: str | None = None  # why the game could not be copied
+    stuck: int = 0  # positions where no candidate was accepted
+    stuck_at: str | None = None  # the first such position, as the agent saw it
+    stuck_tried: int = 0  # how many candidates were tried there
+    stuck_examples: list[str] = Field(default_factory=list)
+    stuck_refusal: str | None = None  # apply_action's first error there
+
+
 class RunRecord(BaseModel):
     """The dry run as the bootstrap saw it."""
 
@@ -68,6 +81,7 @@ class RunRecord(BaseModel):
     # Trajectory metrics (numbers and bools) of the gathered rollouts: sum and count per name.
     metric_sums: dict[str, float] = Field(default_factory=dict)
     metric_counts: dict[str, int] = Field(default_factory=dict)
+    moves: MoveSearchRecord = Field(default_factory=MoveSearchRecord)
 
 
 def load_record(path: Path) -> RunRecord | None:
@@ -87,6 +101,7 @@ class Recorder:
         self.record = RunRecord(script=script, argv=argv)
         self.policy_stats: Callable[[], dict[str, Any]] | None = None
         self.user_calls: CallCounter | None = None
+        self.move_search: Callable[[], MoveSearchRecord] | None = None
 
     def flush(self) -> None:
         """Write the record atomically: the parent may read it at any moment."""
@@ -96,6 +111,8 @@ class Recorder:
             if self.user_calls is not None:
                 self.record.functions = list(self.user_calls.defined)
                 self.record.calls, self.record.exceptions = self.user_calls.snapshot()
+            if self.move_search is not None:
+                self.record.moves = self.move_search()
             temporary = self._path.with_suffix(".tmp")
             temporary.write_text(self.record.model_dump_json(indent=1))
             os.replace(temporary, self._path)

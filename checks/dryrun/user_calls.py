@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from types import CodeType, ModuleType
+from typing import Any, Protocol
 
 COUNTER_NAME = "__artbot_dryrun_calls__"
 """The global the instrumented functions report to (set in the script's namespace)."""
@@ -36,6 +39,19 @@ ENTRY_POINTS = frozenset(
 convention; with the functions named like the tools the policy was offered, they must run."""
 
 
+GAME_FUNCTIONS = frozenset({"render_observation", "apply_action"})
+"""The environment's functions whose arguments (the game, the action) the counter passes on to
+its observer: how the dry run's stand-in player sees the game (`checks.dryrun.move_search`)."""
+
+
+class CallObserver(Protocol):
+    """Told of each counted call of a `GAME_FUNCTIONS` function, with its arguments."""
+
+    def entered(self, name: str, arguments: tuple[Any, ...]) -> None: ...
+
+    def raised(self, name: str) -> None: ...
+
+
 class CallCounter:
     """Entries and exceptions per function name (read by the recorder when it writes)."""
 
@@ -43,15 +59,36 @@ class CallCounter:
         self.defined: list[str] = []
         self.entered: Counter[str] = Counter()
         self.raised: Counter[str] = Counter()
+        self.observer: CallObserver | None = None
         self._lock = threading.Lock()
+        self._paused = threading.local()
 
-    def enter(self, name: str) -> None:
+    def enter(self, name: str, *arguments: Any) -> None:
+        if getattr(self._paused, "on", False):
+            return
         with self._lock:
             self.entered[name] += 1
+        if self.observer is not None and name in GAME_FUNCTIONS:
+            self.observer.entered(name, arguments)
 
     def exception(self, name: str) -> None:
+        if getattr(self._paused, "on", False):
+            return
         with self._lock:
             self.raised[name] += 1
+        if self.observer is not None and name in GAME_FUNCTIONS:
+            self.observer.raised(name)
+
+    @contextlib.contextmanager
+    def uncounted(self) -> Iterator[None]:
+        """Calls on this thread meanwhile are the dry run's own (trying a move on a copy of the
+        game), not the script's: they are not counted and not observed."""
+        before = getattr(self._paused, "on", False)
+        self._paused.on = True
+        try:
+            yield
+        finally:
+            self._paused.on = before
 
     def snapshot(self) -> tuple[dict[str, int], dict[str, int]]:
         with self._lock:
@@ -66,9 +103,14 @@ def _is_docstring(statement: ast.stmt) -> bool:
     )
 
 
-def _counter_call(method: str, name: str) -> ast.Expr:
+def _counter_call(method: str, name: str, arguments: list[str] | None = None) -> ast.Expr:
     target = ast.Attribute(ast.Name(COUNTER_NAME, ast.Load()), method, ast.Load())
-    return ast.Expr(ast.Call(target, [ast.Constant(name)], []))
+    passed = [ast.Name(argument, ast.Load()) for argument in arguments or []]
+    return ast.Expr(ast.Call(target, [ast.Constant(name), *passed], []))
+
+
+def _positional_parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
 
 
 def _count_calls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -76,13 +118,14 @@ def _count_calls(function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
     body = function.body[len(docstring) :]
     if not body:
         return  # a docstring alone: nothing runs
+    observed = _positional_parameters(function) if function.name in GAME_FUNCTIONS else []
     handler = ast.ExceptHandler(
         type=ast.Name("Exception", ast.Load()),
         name=None,
         body=[_counter_call("exception", function.name), ast.Raise()],
     )
     counted: list[ast.stmt] = [
-        _counter_call("enter", function.name),
+        _counter_call("enter", function.name, observed),
         ast.Try(body=body, handlers=[handler], orelse=[], finalbody=[]),
     ]
     for statement in counted:

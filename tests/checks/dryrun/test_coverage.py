@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from checks.dryrun.policy_replies import example_answers, free_cells, text_answer
+from checks.dryrun.move_candidates import example_answers, free_cells
+from checks.dryrun.policy_replies import text_answer
 from checks.dryrun.report import DryrunReport, build_report
-from checks.dryrun.run_record import RunRecord, TrainedStep
+from checks.dryrun.run_record import Finding, MoveSearchRecord, RunRecord, TrainedStep
 from checks.dryrun.user_calls import COUNTER_NAME, CallCounter, instrument, run_counted
 
 SOURCE = '''\
@@ -83,6 +84,33 @@ def test_the_users_functions_in_their_own_scope_are_counted_too() -> None:
     namespace["create_game"]({})
     assert counter.defined == ["user_environment", "create_game", "helper"]
     assert counter.snapshot() == ({"user_environment": 1, "create_game": 2}, {})
+
+
+def test_the_games_functions_pass_their_arguments_on_unless_the_call_is_the_dry_runs() -> None:
+    seen: list[tuple[str, tuple[Any, ...]]] = []
+
+    class Observer:
+        def entered(self, name: str, arguments: tuple[Any, ...]) -> None:
+            seen.append((name, arguments))
+
+        def raised(self, name: str) -> None:
+            seen.append((name, ()))
+
+    namespace, counter = run_instrumented(SOURCE)
+    counter.observer = Observer()
+    game = {"board": []}
+    namespace["apply_action"](game, "ok")
+    with pytest.raises(ValueError):
+        namespace["apply_action"](game, "bad")
+    with counter.uncounted(), pytest.raises(ValueError):
+        namespace["apply_action"](game, "tried on a copy")
+
+    assert seen == [
+        ("apply_action", (game, "ok")),
+        ("apply_action", (game, "bad")),
+        ("apply_action", ()),
+    ]
+    assert counter.snapshot() == ({"apply_action": 2}, {"apply_action": 1})
 
 
 def test_an_async_function_is_counted_when_it_runs() -> None:
@@ -162,6 +190,64 @@ def test_a_game_whose_every_move_was_invalid_fails_first_for_that() -> None:
     )
     assert report.problems[1].startswith("your `compute_reward` never ran in 8 rollouts")
     assert report.problems[2].startswith("it succeeds with nothing trainable")
+
+
+BOARD = "  A B C\n1 x o x\n2 o o x\n3 x x o"
+STUCK = MoveSearchRecord(
+    positions=8,
+    stuck=8,
+    stuck_at=BOARD,
+    stuck_tried=40,
+    stuck_examples=["A1", "1A", "a1"],
+    stuck_refusal="ValueError: the board is full",
+)
+
+
+def test_a_game_the_standin_could_not_play_is_inconclusive_not_a_failure_of_the_code() -> None:
+    untrainable = [TrainedStep(step=1, groups=2, trajectories=8, trainable_groups=0)]
+    stuck = record(
+        steps=untrainable,
+        reward_min=-1.0,
+        reward_max=-1.0,
+        calls={"create_game": 8, "apply_action": 8},
+        exceptions={"apply_action": 8},
+        moves=STUCK,
+    )
+
+    report = verdict(stuck)
+
+    assert (report.verdict, report.ok, report.problems) == ("inconclusive", False, ())
+    cause, consequence = report.inconclusive
+    assert cause.startswith(
+        "the stand-in player could not play this game: at 8 of 8 positions none of the 40 moves "
+        "it read from the observation and the instructions (e.g. A1, 1A, a1) was accepted by "
+        "your apply_action (its first refusal: ValueError: the board is full)."
+    )
+    assert cause.endswith("It was stuck at:\n" + BOARD)
+    assert consequence.startswith("your `compute_reward` never ran in 8 rollouts")
+    assert not any("every move was invalid" in line for line in report.format().splitlines())
+    text = report.format()
+    assert "dry run INCONCLUSIVE (the stand-in player could not play this game)" in text
+    assert "      3 x x o" in text  # the board it was stuck at, under its item
+    # Coverage stays strict: something else wrong is still a failure.
+    broken = stuck.model_copy(
+        update={"findings": [Finding(kind="m", severity="problem", message="a metric is a str")]}
+    )
+    assert verdict(broken).verdict == "failed"
+    assert verdict(broken).problems == ("a metric is a str",)
+
+
+def test_a_standin_stuck_now_and_then_is_a_warning_on_a_good_run() -> None:
+    report = verdict(record(moves=STUCK.model_copy(update={"positions": 30, "stuck": 2})))
+
+    assert report.ok
+    assert report.warnings[0].startswith(
+        "the stand-in player could not play this game: at 2 of 30 positions"
+    )
+    assert (
+        "the stand-in player tried candidate moves on a copy of the game at 30 positions and "
+        "played one the game accepted at 28 (it guessed at the others)"
+    ) in report.notes
 
 
 def test_a_tool_that_refuses_every_guessed_argument_is_only_a_warning() -> None:

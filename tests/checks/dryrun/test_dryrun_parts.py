@@ -37,6 +37,7 @@ def test_caps_shorten_the_generated_scripts_flags_and_say_so() -> None:
         dataset_size=None,
         val_every=10,
         val_max_groups=None,
+        max_turns=150,
         max_concurrent=32,
         learning_rate=1e-5,
     )
@@ -51,17 +52,27 @@ def test_caps_shorten_the_generated_scripts_flags_and_say_so() -> None:
         "dataset_size": 8,  # 3 steps x 2 groups + 2 validation groups
         "val_every": 3,  # so that validation runs within the dry run
         "val_max_groups": 2,
+        "max_turns": 20,  # a 150-move game still ends, and reaches its reward
         "max_concurrent": 32,
         "learning_rate": 1e-5,
     }
     assert changes[0] == "--num-steps 50 -> 3"
     assert "--dataset-size None -> 8" in changes
+    assert changes[-1] == "--max-turns 150 -> 20"
 
 
 def test_caps_leave_small_values_never_validate_and_other_scripts_alone() -> None:
-    small = argparse.Namespace(num_steps=2, groups_per_step=1, dataset_size=4, val_every=0)
+    small = argparse.Namespace(
+        num_steps=2, groups_per_step=1, dataset_size=4, val_every=0, max_turns=9
+    )
     assert apply_caps(small, dryrun_caps(max_steps=3)) == []
-    assert vars(small) == {"num_steps": 2, "groups_per_step": 1, "dataset_size": 4, "val_every": 0}
+    assert vars(small) == {
+        "num_steps": 2,
+        "groups_per_step": 1,
+        "dataset_size": 4,
+        "val_every": 0,
+        "max_turns": 9,
+    }
 
     unrelated = argparse.Namespace(steps=100, epochs=9)
     assert apply_caps(unrelated, dryrun_caps(max_steps=3)) == []
@@ -145,7 +156,7 @@ def test_swallowed_exceptions_beside_good_rollouts_are_a_warning() -> None:
 
 def test_the_report_serializes_to_json() -> None:
     data = json.loads(report_json(verdict(record())))
-    assert data["ok"] is True
+    assert (data["ok"], data["verdict"]) == (True, "ok")
     assert data["script"] == "rl_train.py"
     assert data["steps_trained"] == 1
 
