@@ -43,7 +43,7 @@ def fail(flow: Flow, session: Session, step: AnyStep, error: str) -> Turn:
     failed = session.changed(failures={**session.failures, step.id: count})
     text = error
     if count >= FAILURES_BEFORE_EXPLAINING:
-        text += "\n\n" + explanation(step)
+        text += "\n\n" + explanation(step, failed)
     return Turn(failed, (Problem(text), open_question(flow, failed, step)))
 
 

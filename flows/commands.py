@@ -38,7 +38,7 @@ def run_command(flow: Flow, session: Session, text: str) -> Turn | None:
         step = flow.next_step(session.answers) if session.status == "active" else None
         lines = [COMMANDS_HELP]
         if step is not None:
-            lines.append(explanation(step))
+            lines.append(explanation(step, session))
         return Turn(session, (Notice("\n\n".join(lines)),))
     if lowered == "status":
         return Turn(session, (Notice(status_text(flow, session)),))

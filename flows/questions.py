@@ -168,13 +168,67 @@ def shown_answer(step: AnyStep, value: Any) -> str:
     return clip(str(value), 200) if value != "" else "(empty)"
 
 
-def explanation(step: AnyStep) -> str:
-    """What a good answer to `step` looks like, with an example."""
+def explanation(step: AnyStep, session: Session) -> str:
+    """What a good answer to `step` looks like, with an example of one: for a choice its
+    options and how to pick one, for a menu its values, for a typed answer an example."""
+    if isinstance(step, ValuesMenu) and session.pending_field:
+        return _value_explanation(step, session, session.pending_field)
     parts = [f"*What “{step.name}” needs:* {step.help or step.prompt}"]
-    if step.example:
-        parts.append(f"For example:\n```\n{step.example}\n```")
+    if isinstance(step, Choice):
+        options = displayed_options(step, session.answers, session.advice.get(step.id))
+        parts += [_option_line(o) for o in options]
+        first = next(o for o in step.options_for(session.answers) if o.value == options[0].value)
+        parts.append(
+            f"Reply with an option's number or its name, for example `{options[0].number}` or "
+            f"`{first.label}`."
+        )
+        if step.other is not None and step.other_hint:
+            parts.append(step.other_hint)
+    elif isinstance(step, ValuesMenu):
+        fields = step.active_fields(session.answers)
+        values = menu_values(step, session)
+        parts += [f"{i}. {f.label}: {values[f.id]}" for i, f in enumerate(fields, 1)]
+        parts.append(f"{len(fields) + 1}. Done - Use these values")
+        parts.append(
+            f"Reply with a value's number, then its new value, for example `1`, then "
+            f"`{fields[0].default}`; `{DONE}` keeps the values as they stand."
+            if fields
+            else f"Reply `{DONE}` to keep the values as they stand."
+        )
+    else:
+        parts.append(_typed_example(step, session))
+        if step.default is not None:
+            parts.append(f"Or reply `default` for {step.default_label or 'the default'}.")
     parts.append("Or say `back` to change an earlier answer, or `help`.")
-    return "\n".join(parts)
+    return "\n".join(part for part in parts if part)
+
+
+def _option_line(option: OptionView) -> str:
+    about = f" - {option.description}" if option.description else ""
+    return f"{option.number}. {option.label}{about}"
+
+
+def _typed_example(step: Text, session: Session) -> str:
+    """The step's example; a step whose example depends on the branch has it in its details."""
+    if step.example and "\n" not in step.example:
+        return f"For example: `{step.example}`"
+    if step.example:
+        return f"For example:\n```\n{step.example}\n```"
+    if step.details is not None:
+        return step.details(session.answers)
+    return ""
+
+
+def _value_explanation(step: ValuesMenu, session: Session, field_id: str) -> str:
+    menu_field = next(f for f in step.fields if f.id == field_id)
+    current = menu_values(step, session).get(field_id, menu_field.default)
+    return "\n".join(
+        (
+            f"*What “{menu_field.label}” needs:* {menu_field.hint or 'a new value'}",
+            f"It is {current} now. For example: `{menu_field.default}`.",
+            "Or say `back` to change an earlier answer, or `help`.",
+        )
+    )
 
 
 def clip(text: str, limit: int) -> str:

@@ -68,6 +68,47 @@ def _environment_defines_reward(answers: Answers) -> bool:
 # A game whose environment has its own `compute_reward(game)`: that is the reward, not asked again.
 ENVIRONMENT_REWARD = all_of(WITH_ENVIRONMENT, Holds(("environment",), _environment_defines_reward))
 ASKS_REWARD_LOGIC = all_of(WITH_REWARD_CODE, not_(ENVIRONMENT_REWARD))
+
+WIN_OR_LOSS = re.compile(
+    r"\b(win|wins|won|winning|winner|lose|loses|lost|losing|loss|draw|checkmate|stalemate|"
+    r"victory|defeat)\b",
+    re.IGNORECASE,
+)
+
+
+def _describes_an_outcome(answers: Answers) -> bool:
+    """The task or the episode's end, in the user's words, names a win, a loss or a draw."""
+    said = (answers.get("task"), answers.get("episode_end"))
+    return any(isinstance(text, str) and WIN_OR_LOSS.search(text) for text in said)
+
+
+def _recommended_reward(answers: Answers) -> str:
+    """Programmatic where the outcome is explicit (a game's state, a stated win or loss): code
+    scores it exactly, where a judge only compares; RULER for the open-ended rest."""
+    if WITH_ENVIRONMENT(answers) or _describes_an_outcome(answers):
+        return "programmatic"
+    return "ruler"
+
+
+def _reward_reason(answers: Answers) -> str:
+    if ENVIRONMENT_REWARD(answers):
+        return (
+            "Your environment has its own `compute_reward`: with a programmatic reward, it is the "
+            "reward."
+        )
+    if WITH_ENVIRONMENT(answers) or _describes_an_outcome(answers):
+        where = "your game's state" if WITH_ENVIRONMENT(answers) else "what you described"
+        return (
+            f"The outcome is explicit in {where} (a win, a loss, a draw): code scores it exactly, "
+            "so programmatic is recommended. RULER suits open-ended answers that only a judge can "
+            "compare."
+        )
+    return (
+        "Choose programmatic only when correctness is robustly checkable with code; custom only "
+        "when the task genuinely mixes reward sources."
+    )
+
+
 CUSTOM_HYPERPARAMETERS = is_("hyperparameters", "customize")
 
 
@@ -391,8 +432,8 @@ TRAIN_RL = Flow(
             "What must the agent accomplish?",
             guide=(
                 "Describe the task in a sentence or two, in plain words (RULER's judge reads it "
-                "too). I will draft the rollout and environment from your answers; expect to edit "
-                "them once the script is generated."
+                "too). I write the training script from your answers; what only you know (a "
+                "game's rules, your tools, a reward in code) comes from you, at its own question."
             ),
             parse=v.text(min_len=10, max_len=4000),
             help="A plain description of the behaviour to optimize. RULER's judge reads it too.",
@@ -677,15 +718,9 @@ TRAIN_RL = Flow(
                 Option("programmatic", "Programmatic", "Code checks the result"),
                 Option("custom", "Custom mix", "Your code and RULER together"),
             ),
-            recommend=lambda a: "programmatic" if ENVIRONMENT_REWARD(a) else "ruler",
-            recommend_reads=("environment",),
-            recommend_reason=lambda a: (
-                "Your environment has its own `compute_reward`: with a programmatic reward, it is "
-                "the reward."
-                if ENVIRONMENT_REWARD(a)
-                else "Choose programmatic only when correctness is robustly checkable with code; "
-                "custom only when the task genuinely mixes reward sources."
-            ),
+            recommend=_recommended_reward,
+            recommend_reads=("turns", "uses_tools", "task", "environment", "episode_end"),
+            recommend_reason=_reward_reason,
             help=(
                 "RULER for open-ended answers and tool use; programmatic when code can check "
                 "correctness (exact answers, game outcomes); custom mixes both."

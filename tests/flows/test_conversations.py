@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from flows import Answered, Question
-from flows.train_rl import RULER_NOTE
+from flows import Answered, Choice, Question, Session
+from flows.questions import question
+from flows.train_rl import RULER_NOTE, TRAIN_RL
 from tests.flows.conversation import Conversation
-from tests.flows.matrix import ENVIRONMENT, MATH_ROWS, TOOL_CODE, TOOLS
+from tests.flows.matrix import ENVIRONMENT, MATH_ROWS, TOOL_CODE, TOOLS, answers_for
 
 ROWS_JSONL = "\n".join(json.dumps(row) for row in MATH_ROWS)
 
@@ -404,3 +405,31 @@ def test_another_judge_model_is_not_mistaken_for_a_listed_one_by_prefix() -> Non
     chat = single_turn_ruler_up_to_reward()
     chat.play([("ruler", "judge_model"), ("openai/gpt-5", "train_split")])
     assert chat.session.answers["judge_model"] == "openai/gpt-5"
+
+
+def test_the_reward_recommended_is_programmatic_where_the_outcome_is_explicit() -> None:
+    """A game's state, or a win or loss in the user's own words, can be scored exactly by code;
+    RULER stays recommended for open-ended answers."""
+    reward = TRAIN_RL.step("reward")
+    assert isinstance(reward, Choice) and reward.recommend is not None
+    math = answers_for("single", "ruler", "dataset", "local", True)
+    game = answers_for("game", "ruler", "dataset", "local", True)
+    tools = answers_for("tools", "ruler", "dataset", "local", True)
+    cases = [
+        (math, "ruler"),
+        (game, "programmatic"),
+        (tools, "ruler"),
+        (
+            tools | {"episode_end": "When the agent wins the auction or runs out of money."},
+            "programmatic",
+        ),
+        (
+            math | {"task": "Predict who wins each chess game from its opening moves."},
+            "programmatic",
+        ),
+    ]
+    for answers, recommended in cases:
+        assert reward.recommend(answers) == recommended, answers["task"]
+    asked = question(TRAIN_RL, Session("train-rl", answers=game), reward)
+    assert asked.options[0].label == "Programmatic (recommended)"
+    assert "The outcome is explicit in your game's state" in asked.text

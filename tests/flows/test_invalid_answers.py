@@ -308,18 +308,39 @@ def test_three_failures_explain_the_question_with_an_example_and_never_dead_end(
     assert "max_turns" not in turn.session.failures
 
 
+SCENES: dict[str, dict[str, Any]] = {
+    "scenarios_path": {"scenario_source": "runner_file"},
+    "scenario_generator": {"scenario_source": "generator"},
+    "val_generated": GENERATOR,
+    "train_fraction": {"train_split": "fraction"},
+    "train_source": {"train_split": "separate"},
+    "val_source": {"val_split": "separate"},
+    "tool_code": {"tool_execution": "local"},
+    "tool_urls": {"tool_execution": "http"},
+    "hyperparameter_values": {"hyperparameters": "customize"},
+    "extra_packages": YAML_REWARD,
+}
+"""What each question needs answered before it, beyond session_at's plausible answers."""
+
+
 @pytest.mark.parametrize("step", [step.id for step in TRAIN_RL.steps])
 def test_every_question_refuses_an_empty_answer(step: str) -> None:
-    scene: dict[str, Any] = {
-        "scenarios_path": {"scenario_source": "runner_file"},
-        "scenario_generator": {"scenario_source": "generator"},
-        "val_generated": GENERATOR,
-        "train_fraction": {"train_split": "fraction"},
-        "train_source": {"train_split": "separate"},
-        "val_source": {"val_split": "separate"},
-        "tool_code": {"tool_execution": "local"},
-        "tool_urls": {"tool_execution": "http"},
-        "hyperparameter_values": {"hyperparameters": "customize"},
-        "extra_packages": YAML_REWARD,
-    }.get(step, {})
-    refused(session_at(step, **scene), Reply(text="   "))
+    refused(session_at(step, **SCENES.get(step, {})), Reply(text="   "))
+
+
+@pytest.mark.parametrize("step", [step.id for step in TRAIN_RL.steps])
+def test_three_failures_explain_every_question_with_an_example_of_an_answer(step: str) -> None:
+    session = session_at(step, **SCENES.get(step, {}))
+    for _ in range(3):
+        turn = advance(TRAIN_RL, session, Reply(text="   "))
+        session = turn.session
+    problem = next(m.text for m in turn.messages if isinstance(m, Problem))
+    asked = next(m for m in turn.messages if isinstance(m, Question))
+    explained = problem.split("\n\n", 1)[1]
+    if asked.options:  # a choice or a menu: every option, numbered, and how to pick one
+        for option in asked.options:
+            assert f"{option.number}. {option.label}" in explained
+        assert "for example `1`" in explained.lower()
+    else:
+        assert "For example" in explained
+    assert explained.endswith("Or say `back` to change an earlier answer, or `help`.")
