@@ -238,7 +238,12 @@ class ScriptResults:
             verdict = f":x: The dry run itself failed: {escape(clip(str(error), 500))}"
             self._outbox.enqueue(key, [card.with_dryrun(verdict).update()])
             return
-        verdict = ":white_check_mark: Dry run passed" if report.ok else ":x: Dry run failed"
+        verdict = {
+            "ok": ":white_check_mark: Dry run passed",
+            "failed": ":x: Dry run failed",
+            # The stand-in could not play the game: nothing found wrong, nothing proven.
+            "inconclusive": ":grey_question: Dry run inconclusive",
+        }[report.verdict]
         full = without_host_folders(report.format(), path)
         shown = f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"
         self._outbox.enqueue(key, [card.with_dryrun(shown).update()])

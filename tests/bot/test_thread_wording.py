@@ -97,3 +97,34 @@ def test_the_dry_run_report_names_the_script_not_the_folder_it_is_in_on_the_host
     scripts_dir = bot.settings.artbot_scripts_dir
     assert scripts_dir and scripts_dir not in report
     assert all(scripts_dir not in m.text for m in fake.messages(user.channel))
+
+
+def test_a_dry_run_whose_standin_could_not_play_is_inconclusive_on_the_card_not_failed(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    def inconclusive_dryrun(path: Path) -> DryrunReport:
+        return DryrunReport(
+            script=path,
+            exit_code=0,
+            rollouts=8,
+            rollout_exceptions=0,
+            reward_min=-1.0,
+            reward_max=-1.0,
+            steps_trained=2,
+            validations=0,
+            last_val_reward=None,
+            first_error=None,
+            problems=(),
+            output_tail="",
+            inconclusive=("the stand-in player could not play this game: ...",),
+        )
+
+    user = SlackUser(make_bot(dryrun=inconclusive_dryrun))
+    user.command()
+    answer_single_turn_ruler(user)
+    fake.wait_for(lambda f: "Dry run inconclusive" in user.result_cards()[-1].text, 60)
+
+    card = user.result_cards()[-1].text
+    assert ":grey_question: Dry run inconclusive." in card
+    assert "the stand-in player could not play this game" in card
+    assert "failed" not in card.lower()
