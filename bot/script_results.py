@@ -32,7 +32,7 @@ from bot.slack_records import script_digest
 from bot.slack_text import clip, escape
 from bot.thread_effects import Ask, Post, Retire, Update
 from checks.dryrun import DryrunReport, dryrun_script
-from checks.script_check import CheckReport, check_script
+from checks.script_check import CheckReport, Problem, check_script
 from flows import TRAIN_RL, RenderError, hyperparameters, render_script
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
@@ -86,17 +86,34 @@ def summary(answers: Mapping[str, Any]) -> str:
 
 
 def check_line(report: CheckReport) -> str:
-    if report.ok:
+    """What `artbot check` said: passed, or its problems; then its notes on the user's code."""
+    if report.ok and not report.notes:
         return (
             ":white_check_mark: `artbot check`: compiles, ruff-clean, "
             "type-checks against openpipe-art 0.5.18."
         )
-    lines = [f":x: `artbot check` found {len(report.problems)} problem(s):"]
-    lines += [
-        f"• line {p.line}: {p.tool} {p.code}: {escape(clip(p.message, 200))}"
-        for p in report.problems[:10]
-    ]
+    if report.ok:
+        lines = [
+            ":white_check_mark: `artbot check`: compiles, no errors from ruff, type-checks "
+            "against openpipe-art 0.5.18."
+        ]
+    else:
+        lines = [f":x: `artbot check` found {len(report.problems)} problem(s):"]
+        lines += [_finding(p) for p in report.problems[:10]]
+    if report.notes:
+        lines.append(
+            f":memo: {len(report.notes)} note(s) on your own code, matters of style that stop "
+            "nothing:"
+        )
+        lines += [_finding(p) for p in report.notes[:5]]
     return "\n".join(lines)
+
+
+def _finding(problem: Problem) -> str:
+    return (
+        f"• line {problem.line}: {problem.tool} {problem.code}: "
+        f"{escape(clip(problem.message, 200))}"
+    )
 
 
 class ScriptResults:
@@ -189,7 +206,7 @@ class ScriptResults:
             summary=summary(answers),
             check=check_line(report),
             digest=script_digest(script),
-            dryrun=self._dryrun_line(report.ok),
+            dryrun=self._dryrun_line(report),
         )
         # Buttons under an older script of this thread would act on this one: they go.
         self._outbox.enqueue(
@@ -202,9 +219,14 @@ class ScriptResults:
         if card.dryrun == DRYRUN_RUNNING:
             self._executor.submit(self._dryrun_and_report, client, key, path, card)
 
-    def _dryrun_line(self, checked_ok: bool) -> str:
-        if not checked_ok:
-            return ""
+    def _dryrun_line(self, report: CheckReport) -> str:
+        """The card's dry-run line before the dry run: under way, or why there is none. Only
+        errors skip it: style never says whether a script runs."""
+        if report.errors:
+            return (
+                ":x: Not dry-run, because of the errors above (style alone would not have stopped "
+                "it). Say `edit <question>` to change an answer."
+            )
         if self._dryrun is not None:
             return DRYRUN_RUNNING
         if not self.sandbox.may_run:

@@ -8,13 +8,24 @@ changes the verdict. Suppression comments in the script (`# noqa`, `# type: igno
 
 Only basedpyright's errors are problems; its warnings and information are ignored, except
 `reportMissingModuleSource` (an import that will fail at run time), which is made an error.
+
+Findings are of two kinds. Errors mean the script is wrong: it does not compile, names
+something undefined, misuses `art` as pyright sees it, or has a line that raises or certainly
+does not do what it reads as (`RUFF_ERRORS`). The rest of ruff's findings are matters of style.
+Style still fails the check in the script's own code (in a generated script, that is artbot's
+code: a bug of ours), but in the user's own code placed by the wizard (`user_code_lines`) it is
+only a note: people paste code written to their own taste (`zip(*cells)`, `"a b".split()`), and
+style never says whether a script runs. Only errors stop a dry run.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,6 +46,34 @@ TOOL_TIMEOUT_S = 180.0
 TARGET_PYTHON = "3.11"
 RUFF_SELECT = ("E", "F", "W", "I", "B", "UP", "SIM")
 RUFF_IGNORE = ("E501",)
+# Ruff's rules whose finding means the script is wrong, not merely written to another taste:
+# it cannot be read or parsed, a name is undefined, or the line raises when it runs or certainly
+# does nothing it reads as (`++n`, `x == 1` as a statement, `assert (x, "why")`). Every other
+# rule of RUFF_SELECT (E, W, I, UP, SIM, most of B: `zip()` without `strict=`, a mutable
+# default, an unused import or variable) is style.
+RUFF_ERRORS = frozenset(
+    {
+        "syntax",  # ruff's own parse errors have no code
+        "E902",  # the file cannot be read
+        # SyntaxError when the script starts
+        *("F404", "F406", "F407", "F621", "F622", "F701", "F702", "F704", "F706", "F707"),
+        # `"%s" % ...` and `"{}".format(...)` that raise
+        *("F501", "F502", "F503", "F505", "F506", "F507", "F508", "F509", "F521", "F524", "F525"),
+        # always true, or not what it reads as
+        *("F601", "F602", "F631", "F632", "F633", "F634"),
+        "F722",  # an annotation that does not parse
+        *("F821", "F822", "F823"),  # undefined names: NameError, UnboundLocalError
+        "F901",  # `raise NotImplemented`: TypeError
+        *("B002", "B015", "B016", "B029", "B030", "B032", "B035"),
+    }
+)
+# A tool that could not run judged nothing: the script is not known to be right.
+TOOL_FAILURES = frozenset({"tool-missing", "tool-error", "timeout"})
+# The comment that opens each piece of the user's code in a generated script
+# (templates/train_rl: `# --- Your environment (from the wizard): ... ---`).
+USER_CODE_MARKER = re.compile(r"# --- Your .*\(from the wizard\)")
+# The functions the wizard wraps the user's code in (flows/user_code.py): `user_environment`...
+USER_SCOPE_PREFIX = "user_"
 PYRIGHT_CONFIG: dict[str, Any] = {
     "typeCheckingMode": "standard",
     "pythonVersion": TARGET_PYTHON,
@@ -54,26 +93,48 @@ class Problem:
     code: str
     message: str
 
+    @property
+    def is_error(self) -> bool:
+        """The script is wrong (or could not be checked), as opposed to a matter of style."""
+        return self.tool != "ruff" or self.code in RUFF_ERRORS or self.code in TOOL_FAILURES
+
 
 @dataclass(frozen=True)
 class CheckReport:
-    """The verdict on one script: every problem found, in file order."""
+    """The verdict on one script: every problem found, in file order, and the notes."""
 
     script: Path
     problems: tuple[Problem, ...]
+    """What fails the check: every error, and style in the script's own code."""
+    notes: tuple[Problem, ...] = ()
+    """Style in the user's own code (`user_code_lines`): said, never a failure."""
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """The problems that mean the script is wrong: only these stop a dry run."""
+        return tuple(p for p in self.problems if p.is_error)
+
     def format(self) -> str:
-        """One line per problem, compiler style, or a single line saying the script passed."""
+        """One line per problem, compiler style, or a line saying the script passed; then one
+        line per note."""
+        lines = [f"{self.script}:{p.line}:{p.column}: {_described(p)}" for p in self.problems]
         if self.ok:
-            return f"{self.script}: ok (compile, ruff, pyright)"
-        return "\n".join(
-            f"{self.script}:{p.line}:{p.column}: {p.tool} {p.code}: {_one_line(p.message)}"
-            for p in self.problems
-        )
+            lines.append(f"{self.script}: ok (compile, ruff, pyright)")
+        if self.notes:
+            count = f"{len(self.notes)} note{'s' if len(self.notes) > 1 else ''}"
+            lines.append(f"{count} on your own code (matters of style: never a failure):")
+            lines += [
+                f"{self.script}:{p.line}:{p.column}: note: {_described(p)}" for p in self.notes
+            ]
+        return "\n".join(lines)
+
+
+def _described(problem: Problem) -> str:
+    return f"{problem.tool} {problem.code}: {_one_line(problem.message)}"
 
 
 def check_script(path: Path) -> CheckReport:
@@ -94,7 +155,7 @@ def check_source(source: str, filename: str = "rl_train.py") -> CheckReport:
     with tempfile.TemporaryDirectory(prefix="artbot-check-") as tmp:
         path = Path(tmp) / filename
         path.write_bytes(data)
-        return CheckReport(Path(filename), check_script(path).problems)
+        return dataclasses.replace(check_script(path), script=Path(filename))
 
 
 def check_scripts(paths: Sequence[Path]) -> list[CheckReport]:
@@ -115,8 +176,79 @@ def check_scripts(paths: Sequence[Path]) -> list[CheckReport]:
         resolved = [p.resolve() for p in parsed]
         found = _merge(_ruff(resolved), _pyright(resolved))
         for path, absolute in zip(parsed, resolved, strict=True):
-            reports[path] = CheckReport(path, found[absolute])
+            reports[path] = _report(path, found[absolute])
     return [reports[path] for path in paths]
+
+
+def _report(path: Path, found: tuple[Problem, ...]) -> CheckReport:
+    """`found` split into problems and notes: style in the user's own code is a note."""
+    if all(p.is_error for p in found):
+        return CheckReport(path, found)
+    users = user_code_lines(path.read_bytes().decode("utf-8", errors="replace"))
+    notes = tuple(p for p in found if not p.is_error and p.line in users)
+    return CheckReport(path, tuple(p for p in found if p not in notes), notes)
+
+
+def user_code_lines(source: str) -> frozenset[int]:
+    """The lines of a generated script that hold the user's own code, as the wizard placed it:
+    under each `# --- Your ... (from the wizard) ---` comment, the body of the function that
+    follows, less what the template writes there (a `user_*` wrapper's closing `return` of the
+    entry points, another function's docstring). None in a script without those comments."""
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return frozenset()
+    # Lines as Python counts them (str.splitlines also splits at form feeds and the like).
+    lines = re.split(r"\r\n?|\n", source)
+    found: set[int] = set()
+    for node in module.body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if not _under_marker(lines, node):
+            continue
+        body = node.body
+        if node.name.startswith(USER_SCOPE_PREFIX):
+            body, limit = body[:-1], body[-1].lineno - 1
+        else:
+            if _is_docstring(body[0]):
+                body = body[1:]
+            limit = node.end_lineno or node.lineno
+        if not body:
+            continue
+        start, end = body[0].lineno, body[-1].end_lineno or body[-1].lineno
+        # The user's comments around their statements are theirs too; the fences that keep
+        # `ruff format` off their code (flows.literals.function_body) are the template's.
+        while start - 1 > node.lineno and _users_comment(lines[start - 2]):
+            start -= 1
+        while end < limit and lines[end].strip() and _users_comment(lines[end]):
+            end += 1
+        found.update(range(start, end + 1))
+    return frozenset(found)
+
+
+def _under_marker(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether the comment lines right above `node` include a user-code marker."""
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    index = first - 2
+    while index >= 0 and lines[index].lstrip().startswith("#"):
+        if USER_CODE_MARKER.match(lines[index]):
+            return True
+        index -= 1
+    return False
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+def _users_comment(line: str) -> bool:
+    """A blank or comment line, other than the template's `# fmt:` fences."""
+    text = line.strip()
+    return not text or (text.startswith("#") and not text.startswith("# fmt:"))
 
 
 def _refusal(path: Path) -> Problem | None:

@@ -104,7 +104,9 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_every_variant_passes_check(rendered: dict[str, Path]) -> None:
     assert len(rendered) == 72 + 5
     reports = check_scripts(list(rendered.values()))
-    failures = [report.format() for report in reports if not report.ok]
+    # The matrix's user code is clean too, so not even a note: the template's code is held to
+    # every rule whichever lines `artbot check` counts as the user's.
+    failures = [report.format() for report in reports if not report.ok or report.notes]
     assert not failures, "\n".join(failures)
 
 

@@ -11,7 +11,17 @@ import pytest
 
 from artbot.cli import main
 from checks import script_check
-from checks.script_check import MAX_SCRIPT_BYTES, CheckReport, check_script, check_source
+from checks.script_check import (
+    MAX_SCRIPT_BYTES,
+    CheckReport,
+    check_script,
+    check_scripts,
+    check_source,
+    user_code_lines,
+)
+from flows import render_script
+from tests.flows.matrix import answers_for
+from tests.flows.realistic_agents import GAME_2048_CALLS_UNDEFINED, game_2048
 
 GOOD = Path(__file__).parent / "check_fixtures" / "good_script.py"
 GOOD_SOURCE = GOOD.read_text()
@@ -62,6 +72,72 @@ def test_an_unused_import_is_reported_by_ruff() -> None:
     assert found(report) == [("ruff", "F401", line_of(source, "import json"))]
     assert report.problems[0].column == 8
     assert "json" in report.problems[0].message
+    assert report.errors == ()  # a matter of style: it fails the check, and stops no dry run
+
+
+def test_style_is_a_note_in_the_users_code_and_never_an_error_but_an_undefined_name_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pasted, broken, ours = tmp_path / "pasted.py", tmp_path / "broken.py", tmp_path / "ours.py"
+    pasted.write_text(render_script(game_2048()))
+    broken.write_text(render_script(game_2048(environment=GAME_2048_CALLS_UNDEFINED)))
+    # The same style in the script's own code, where no user code is (a hand-written script).
+    register = "    await model.register(backend)\n"
+    ours.write_text(variant(register, f"{register}    print(list(zip([1], [2])))\n"))
+
+    pasted_report, broken_report, ours_report = check_scripts([pasted, broken, ours])
+
+    # 2048 as pasted (`zip(*cells)`, `"""...""".split()`) passes; its style is said in notes.
+    assert pasted_report.ok
+    source = pasted.read_text()
+    style = [
+        ("ruff", "SIM905", line_of(source, 'MOVES = """')),
+        ("ruff", "B905", line_of(source, "zip(*cells)")),
+    ]
+    assert [(p.tool, p.code, p.line) for p in pasted_report.notes] == style
+    assert main(["check", str(pasted)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [
+        f"{pasted}: ok (compile, ruff, pyright)",
+        "2 notes on your own code (matters of style: never a failure):",
+    ]
+    assert out[2].startswith(f"{pasted}:{style[0][2]}:13: note: ruff SIM905: ")
+    # Calling a function that does not exist is an error, in the user's code as anywhere.
+    line = line_of(broken.read_text(), "spawn_bonus_tile(board)")
+    assert found(broken_report) == [
+        ("ruff", "F821", line),
+        ("pyright", "reportUndefinedVariable", line),
+    ]
+    assert broken_report.errors == broken_report.problems
+    assert len(broken_report.notes) == 2
+    assert main(["check", str(broken)]) == 1
+    # Style outside the user's code (in a generated script, artbot's bug) fails the check, but
+    # is no error: it stops no dry run.
+    assert found(ours_report) == [("ruff", "B905", line_of(ours.read_text(), "zip([1], [2])"))]
+    assert ours_report.errors == ()
+    assert ours_report.notes == ()
+
+
+def test_the_users_code_is_found_under_its_marker_without_the_templates_lines() -> None:
+    game = render_script(game_2048())
+    lines = game.split("\n")
+    wrapper = line_of(game, "def user_environment():")
+    entry_points = line_of(game, "    return create_game, render_observation, apply_action")
+    # Between them: `# fmt: off`, the user's code, `# fmt: on` and a blank line.
+    assert lines[wrapper + 1] == "    import random"
+    assert lines[entry_points - 4].endswith(
+        "return max(max(row) for row in game.cells) / 2048 + game.score / 10000"
+    )
+    assert user_code_lines(game) == set(range(wrapper + 2, entry_points - 2))
+
+    # A reward expression: the function's body less its docstring.
+    expression = render_script(answers_for("single", "programmatic", "dataset", "local", False))
+    returned = line_of(expression, "    return float(")
+    assert line_of(expression, '"""Your reward expression."""') == returned - 1
+    closed = returned + expression.split("\n")[returned:].index("    )") + 1
+    assert user_code_lines(expression) == set(range(returned, closed + 1))
+
+    assert user_code_lines(GOOD_SOURCE) == frozenset()
 
 
 @pytest.mark.parametrize(

@@ -251,3 +251,121 @@ def invalid_moves_game(reward: str = "programmatic") -> dict[str, Any]:
             "code": "1.0 if is_finished(game) else 0.0",
         }
     return answers
+
+
+GAME_2048_SYSTEM_PROMPT = (
+    "You are playing 2048. Slide the tiles to merge equal numbers and reach 2048. Reply with "
+    "one move: 'up', 'down', 'left' or 'right'."
+)
+# Written to its author's taste, not to ruff's: `zip(*cells)` without `strict=` (B905) and the
+# moves as `"""...""".split()` (SIM905). It runs as it is.
+GAME_2048 = '''\
+import random
+import re
+from dataclasses import dataclass, field
+
+MOVES = """
+up
+down
+left
+right
+""".split()
+
+
+@dataclass
+class Board:
+    cells: list[list[int]]
+    rng: random.Random = field(repr=False)
+    score: int = 0
+
+
+def add_tile(board):
+    empty = [(r, c) for r, row in enumerate(board.cells) for c, v in enumerate(row) if v == 0]
+    if empty:
+        r, c = board.rng.choice(empty)
+        board.cells[r][c] = 2 if board.rng.random() < 0.9 else 4
+
+
+def slide_left(row):
+    tiles = [v for v in row if v]
+    merged, gained = [], 0
+    while tiles:
+        if len(tiles) > 1 and tiles[0] == tiles[1]:
+            merged.append(tiles[0] * 2)
+            gained += tiles[0] * 2
+            tiles = tiles[2:]
+        else:
+            merged.append(tiles.pop(0))
+    return merged + [0] * (len(row) - len(merged)), gained
+
+
+def transpose(cells):
+    return [list(column) for column in zip(*cells)]
+
+
+def create_game(scenario):
+    board = Board([[0] * 4 for _ in range(4)], random.Random(scenario["seed"]))
+    add_tile(board)
+    add_tile(board)
+    return board
+
+
+def render_observation(board):
+    rows = [" ".join(f"{v:>4}" if v else "   ." for v in row) for row in board.cells]
+    return "\\n".join(rows) + f"\\nScore: {board.score}. Your move?"
+
+
+def apply_action(board, action):
+    words = [w for w in re.findall(r"[a-z]+", action.lower()) if w in MOVES]
+    if not words:
+        raise ValueError(f"not a move: {action!r}")
+    cells = board.cells
+    if words[0] in ("up", "down"):
+        cells = transpose(cells)
+    if words[0] in ("right", "down"):
+        cells = [row[::-1] for row in cells]
+    slid = [slide_left(row) for row in cells]
+    cells = [row for row, _ in slid]
+    if words[0] in ("right", "down"):
+        cells = [row[::-1] for row in cells]
+    if words[0] in ("up", "down"):
+        cells = transpose(cells)
+    if cells != board.cells:
+        board.cells = cells
+        board.score += sum(gained for _, gained in slid)
+        add_tile(board)
+
+
+def is_finished(board):
+    full = all(v for row in board.cells for v in row)
+    return full or any(2048 in row for row in board.cells)
+
+
+def compute_reward(scenario, game, trajectory):
+    return max(max(row) for row in game.cells) / 2048 + game.score / 10000
+'''
+
+# The same game calling a function it never defines: an error, not a matter of style.
+GAME_2048_CALLS_UNDEFINED = GAME_2048.replace(
+    "    add_tile(board)\n    return board",
+    "    add_tile(board)\n    spawn_bonus_tile(board)\n    return board",
+)
+assert GAME_2048_CALLS_UNDEFINED != GAME_2048
+
+
+def game_2048(**overrides: Any) -> dict[str, Any]:
+    """2048 pasted as its author wrote it (GAME_2048), with its own reward."""
+    answers = answers_for("game", "programmatic", "dataset", "local", False)
+    del answers["reward_logic"]  # the environment's own compute_reward is the reward
+    answers.update(
+        task="Play 2048: merge tiles to reach the highest tile you can.",
+        scenario_rows=[{"seed": seed} for seed in range(8)],
+        system_prompt=GAME_2048_SYSTEM_PROMPT,
+        environment=GAME_2048,
+        episode_end="When the board is full or a tile reaches 2048, or after 3 moves.",
+        # Short: today's stand-in player in the dry run guesses a move, right about 2 in 3 times.
+        max_turns=3,
+        run_name="game-2048-001",
+    )
+    answers.update(overrides)
+    return answers
