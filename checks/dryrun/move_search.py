@@ -36,6 +36,10 @@ from checks.dryrun.run_record import MoveSearchRecord
 from checks.dryrun.user_calls import CallCounter
 
 MAX_LEGAL = 12  # enough moves to vary the games; trying more only costs time
+# A game's moves are mostly the same few (2048's four) and each try copies the game (a 2048 board
+# with its random.Random: 0.2 ms, 80 candidates a position), so the moves the game took at
+# earlier positions are tried first, and once one is taken only EXPLORE more are tried.
+EXPLORE = 16
 STUCK_EXAMPLES = 8
 
 Publish = Callable[[str, list[str]], None]
@@ -107,6 +111,8 @@ class MoveSearch:
         # Uncopyable games: moves the real apply_action took (count > 0), and refused where.
         self._accepted: Counter[str] = Counter()
         self._refused: set[tuple[str, str]] = set()
+        # Copyable games: every move a copy took, at any position (tried first next time).
+        self._taken_before: set[str] = set()
 
     # --- told by the call counter ---------------------------------------------------------
 
@@ -143,11 +149,11 @@ class MoveSearch:
         key = users[-1]
         instructions = "\n".join(text for role, text in texts if role != "assistant")
         try:
-            copy.deepcopy(shown.game)
+            probe = copy.deepcopy(shown.game)
         except Exception as error:
             self._learn(key, instructions, _error_text(error))
             return
-        observation = self._render(render_observation, shown.game)
+        observation = self._render(render_observation, probe)
         if observation is None or not any(observation.strip() in text for text in users):
             return  # not this game's position (another conversation of the same task)
         candidates = candidate_moves(observation, instructions)
@@ -161,19 +167,24 @@ class MoveSearch:
     def _render(self, render_observation: Callable[..., Any], game: Any) -> str | None:
         with self._counter.uncounted(), _quiet_and_unseeded():
             try:
-                return str(render_observation(copy.deepcopy(game)))
+                return str(render_observation(game))
             except Exception:
                 return None
 
     def _try(
         self, apply_action: Callable[..., Any], game: Any, candidates: list[str]
     ) -> tuple[list[str], str | None]:
-        """The candidates `apply_action` took on a fresh copy of `game` each, and the first
-        refusal's error."""
+        """The candidates `apply_action` took on a fresh copy of `game` each (see EXPLORE), and
+        the first refusal's error."""
+        with self._lock:
+            before = [move for move in candidates if move in self._taken_before]
+        ordered = [*before, *(move for move in candidates if move not in self._taken_before)]
         legal: list[str] = []
         refusal: str | None = None
         with self._counter.uncounted(), _quiet_and_unseeded():
-            for move in candidates:
+            for tried, move in enumerate(ordered):
+                if legal and tried >= len(before) + EXPLORE:
+                    break
                 trial = copy.deepcopy(game)
                 try:
                     result = apply_action(trial, move)
@@ -188,7 +199,11 @@ class MoveSearch:
                 legal.append(move)
                 if len(legal) >= MAX_LEGAL:
                     break
-        return legal, refusal
+        with self._lock:
+            self._taken_before.update(legal)
+        # In the conversation's order, whatever was tried first: the policy's pick stays a
+        # function of the position and the moves found.
+        return sorted(legal, key=candidates.index), refusal
 
     def _learn(self, key: str, instructions: str, copy_error: str) -> None:
         """An uncopyable game: offer the moves not refused here, those taken before first."""

@@ -85,11 +85,13 @@ def render_observation(board: Board) -> str:
     return "\n".join(rows)
 
 
-applied_moves: list[tuple[int, str]] = []  # (id of the board, move): every move a game received
+applied_moves: list[tuple[int, str]] = []  # (id of the board, move): every move a game took
+tried_moves: list[str] = []  # every move apply_action was called with
 
 
 def apply_action(board: Board, action: str) -> None:
     print("apply_action says hello")  # trials are silent
+    tried_moves.append(action)
     board.rng.random()  # and leave the game's randomness (and the module's) as it was
     random.random()
     move = action.strip().upper()
@@ -156,6 +158,13 @@ def test_moves_are_tried_on_copies_and_the_accepted_ones_published(
     assert searched.counter.snapshot() == ({"render_observation": 1}, {})
     assert "hello" not in capsys.readouterr().out
     assert searched.search.snapshot().positions == 1
+
+    # At the next position the moves the game took before are tried first, and few others.
+    board.cells.update(B1="x", C1="o")
+    tried_moves.clear()
+    contextvars.copy_context().run(turn)
+    assert tried_moves[:4] == ["A2", "a2", "C2", "c2"]  # taken before, and still free
+    assert len(tried_moves) < len(candidate_moves(render_observation(board), TIC_TAC_TOE_PROMPT))
 
 
 def test_a_full_board_leaves_the_standin_stuck_at_that_position(searched: Searched) -> None:
