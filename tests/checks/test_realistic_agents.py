@@ -11,7 +11,12 @@ import pytest
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import check_scripts
 from flows import render_script
-from tests.flows.realistic_agents import email_agent, invalid_moves_game, tic_tac_toe
+from tests.flows.realistic_agents import (
+    email_agent,
+    game_2048_free_text,
+    invalid_moves_game,
+    tic_tac_toe_letters_on_top,
+)
 
 
 def rendered_and_checked(answers: dict[str, Any], folder: Path) -> Path:
@@ -50,8 +55,10 @@ def test_an_email_agent_ends_its_episodes_with_its_final_answer_tool(tmp_path: P
 
 
 @pytest.mark.slow
-def test_a_tic_tac_toe_game_gets_valid_moves_and_reaches_its_reward(tmp_path: Path) -> None:
-    report = dryrun(rendered_and_checked(tic_tac_toe(), tmp_path), tmp_path)
+def test_tic_tac_toe_drawn_with_letters_across_the_top_is_played_to_the_end(
+    tmp_path: Path,
+) -> None:
+    report = dryrun(rendered_and_checked(tic_tac_toe_letters_on_top(), tmp_path), tmp_path)
 
     assert report.ok, report.format()
     runs = runs_of(report)
@@ -62,22 +69,48 @@ def test_a_tic_tac_toe_game_gets_valid_moves_and_reaches_its_reward(tmp_path: Pa
         "is_finished",
         "compute_reward",
     }
-    calls = int(runs["compute_reward"].split()[1].removesuffix("x"))
-    assert calls >= report.rollouts // 4  # games often end on the board, not on a bad move
-    assert dict(report.metric_means)["finished"] > 0
+    # Every move the stand-in played was a free cell (`B2`: column, then row), and every game
+    # went on to its end and its reward.
+    assert "raised" not in runs["apply_action"]
+    assert runs["compute_reward"] == f"compute_reward {report.rollouts}x"
+    assert dict(report.metric_means)["finished"] == 1
+    assert report.reward_min is not None and report.reward_max is not None
+    assert report.reward_min < report.reward_max
+    assert any(note.endswith("played one the game accepted at every one") for note in report.notes)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("reward", ["programmatic", "ruler"])
-def test_a_game_whose_every_move_is_invalid_fails_the_dry_run(reward: str, tmp_path: Path) -> None:
-    report = dryrun(rendered_and_checked(invalid_moves_game(reward), tmp_path), tmp_path)
+def test_2048_with_moves_in_free_text_is_capped_in_turns_and_reaches_its_reward(
+    tmp_path: Path,
+) -> None:
+    report = dryrun(rendered_and_checked(game_2048_free_text(), tmp_path), tmp_path)
 
+    # Passing at all says the Anthropic judge's key was there: a placeholder, the judge stood in.
+    assert report.ok, report.format()
+    assert "capped --max-turns 150 -> 20" in report.notes
+    runs = runs_of(report)
+    # "up, down, left or right", unquoted, were played: never a move the board refused...
+    assert "raised" not in runs["apply_action"]
+    # ...and every game, cut at 20 moves, reached the reward; RULER judged every group.
+    assert runs["compute_reward"] == f"compute_reward {report.rollouts}x"
+    assert 10 < dict(report.metric_means)["turns"] <= 20
+    assert report.judge_requests > 0
+
+
+@pytest.mark.slow
+def test_a_game_whose_moves_the_standin_cannot_find_is_inconclusive_not_blamed_on_the_code(
+    tmp_path: Path,
+) -> None:
+    report = dryrun(rendered_and_checked(invalid_moves_game(), tmp_path), tmp_path)
+
+    assert (report.verdict, report.problems) == ("inconclusive", ())
+    assert report.exit_code == 0  # the script itself worked
+    stuck, never_ran = report.inconclusive
+    assert stuck.startswith("the stand-in player could not play this game: at 32 of 32 positions")
+    assert "(its first refusal: ValueError: not a direction: " in stuck
+    assert stuck.endswith("It was stuck at:\nYou are at 0. Which way?")
+    # Coverage stays strict: the reward never ran, and the run does not pass.
+    assert never_ran.startswith("your `compute_reward` never ran in 32 rollouts")
     assert not report.ok
-    assert report.exit_code == 0  # the script itself "worked"
-    assert report.problems[0].startswith(
-        "every move was invalid: your `apply_action` raised in all "
-    )
-    if reward == "programmatic":
-        assert report.problems[1].startswith("your `compute_reward` never ran in 32 rollouts")
-    else:
-        assert len(report.problems) == 1  # RULER's scores vary: only the game is at fault
+    assert "apply_action 32x, 32 raised" in runs_of(report)["apply_action"]
+    assert "every move was invalid" not in report.format()

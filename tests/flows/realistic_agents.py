@@ -3,7 +3,8 @@
 EMAIL_AGENT follows ART-E (OpenPipe's email-search agent): `search_inbox` and `read_email` over
 a small inbox, and `return_final_answer(answer, reference_message_ids)` ends the episode.
 TIC_TAC_TOE follows ART's tic-tac-toe example: the board as text, moves like `B2`, optionally
-inside `<move>` tags.
+inside `<move>` tags. TIC_TAC_TOE_LETTERS_ON_TOP draws its board the other way round (`  A B C`
+over `1 . . .`) in a game object of its own, its moves named in the prose only.
 """
 
 from __future__ import annotations
@@ -214,6 +215,87 @@ def tic_tac_toe(**overrides: Any) -> dict[str, Any]:
     return answers
 
 
+# The board the other way round, columns lettered across the top, rows numbered: the layout
+# the dry run's first stand-in could not read (95 moves, 55 refused, "dry run FAILED").
+TIC_TAC_TOE_LETTERS_ON_TOP = """\
+class Game:
+    def __init__(self, opening):
+        self.cells = {column + row: "." for row in "123" for column in "ABC"}
+        for cell in opening:
+            self.cells[cell] = "o"
+        self.winner = None
+
+
+LINES = [[c + r for c in "ABC"] for r in "123"] + [[c + r for r in "123"] for c in "ABC"]
+LINES += [["A1", "B2", "C3"], ["C1", "B2", "A3"]]
+
+
+def create_game(scenario):
+    return Game(scenario.get("opening", []))
+
+
+def render_observation(game):
+    rows = ["  A B C"]
+    rows += [row + " " + " ".join(game.cells[c + row] for c in "ABC") for row in "123"]
+    return "\\n".join(rows)
+
+
+def winner(cells):
+    for line in LINES:
+        marks = {cells[cell] for cell in line}
+        if len(marks) == 1 and "." not in marks:
+            return marks.pop()
+    return "draw" if "." not in cells.values() else None
+
+
+def apply_action(game, action):
+    cell = action.strip().upper()
+    if cell not in game.cells:
+        raise ValueError(f"{action!r} is not a cell: answer with its column and row, like B2")
+    if game.cells[cell] != ".":
+        raise ValueError(f"{cell} is taken")
+    game.cells[cell] = "x"
+    game.winner = winner(game.cells)
+    free = [c for c, mark in game.cells.items() if mark == "."]
+    if game.winner is None and free:
+        game.cells[free[-1]] = "o"
+        game.winner = winner(game.cells)
+
+
+def is_finished(game):
+    return game.winner is not None
+
+
+def compute_reward(scenario, game, trajectory):
+    return {"x": 1.0, "draw": 0.5}.get(game.winner, 0.0)
+"""
+
+
+def tic_tac_toe_letters_on_top(**overrides: Any) -> dict[str, Any]:
+    """Tic-tac-toe with the columns lettered across the top, the game an object, its reward in
+    the environment code."""
+    answers = answers_for("game", "programmatic", "dataset", "local", False)
+    del answers["reward_logic"]  # the environment's own compute_reward is the reward
+    answers.update(
+        task="Win games of tic-tac-toe against a simple opponent.",
+        scenario_rows=[
+            {"id": f"g{i}", "opening": opening}
+            for i, opening in enumerate([[], ["B2"], ["A1"], ["C3"], [], ["A3"], ["C1"], []])
+        ],
+        system_prompt=(
+            "You play x at tic-tac-toe. The columns are lettered across the top and the rows "
+            "numbered down the side: answer with the free cell you take, column then row, for "
+            "example B2, and nothing else."
+        ),
+        environment=TIC_TAC_TOE_LETTERS_ON_TOP,
+        episode_end="When someone wins, the board is full, or a move is invalid.",
+        max_turns=9,
+        run_name="tic-tac-toe-letters-001",
+    )
+    answers.update(overrides)
+    return answers
+
+
 COMPASS_GAME = """\
 def create_game(scenario):
     return {"position": 0, "goal": int(scenario["goal"])}
@@ -366,6 +448,29 @@ def game_2048(**overrides: Any) -> dict[str, Any]:
         # Short: today's stand-in player in the dry run guesses a move, right about 2 in 3 times.
         max_turns=3,
         run_name="game-2048-001",
+    )
+    answers.update(overrides)
+    return answers
+
+
+GAME_2048_FREE_TEXT_PROMPT = (
+    "You are playing 2048. Slide the tiles to merge equal numbers and reach 2048. Reply with "
+    "your move: up, down, left or right."
+)
+
+
+def game_2048_free_text(**overrides: Any) -> dict[str, Any]:
+    """2048 as GAME_2048, its moves named in free text (unquoted), 150 moves long (2048 needs
+    about that many to reach 256), its reward mixed with RULER's, judged by Claude."""
+    answers = game_2048(
+        system_prompt=GAME_2048_FREE_TEXT_PROMPT,
+        episode_end="When the board is full or a tile reaches 2048, or after 150 moves.",
+        max_turns=150,
+        reward="custom",
+        reward_mix=0.5,
+        judge_model="anthropic/claude-sonnet-4-5",
+        ruler_rubric="",  # ART's default
+        run_name="game-2048-free-text-001",
     )
     answers.update(overrides)
     return answers

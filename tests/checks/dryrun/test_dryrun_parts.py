@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import json
 import subprocess
@@ -21,6 +22,8 @@ from checks.dryrun.output_tail import readable_lines
 from checks.dryrun.policy_server import PolicyServer
 from checks.dryrun.report import DryrunReport, build_report
 from checks.dryrun.run_record import Finding, Recorder, RunRecord, TrainedStep
+from flows import render_script
+from tests.flows.matrix import answers_for
 
 SCRIPT = Path("rl_train.py")
 
@@ -297,6 +300,25 @@ def test_the_child_environment_never_carries_real_secrets(tmp_path: Path) -> Non
     assert "OPENAI_BASE_URL" not in env and "ARTBOT_DATABASE_URL" not in env
     assert "bot-only" not in env["PATH"]
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+
+
+def test_every_judge_key_a_script_asks_for_is_given_a_placeholder(tmp_path: Path) -> None:
+    answers = answers_for("single", "ruler", "dataset", "local", False, ruler_rubric="")
+    script = ast.parse(render_script(answers))
+    [table] = [
+        node.value
+        for node in script.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "JUDGE_KEY_ENV" for t in node.targets)
+    ]
+    asked = set(ast.literal_eval(table).values())
+
+    env = dryrun_environment({}, record_path=tmp_path / "record.json", max_steps=3)
+
+    # The script stops at start-up without its judge's key, whichever provider: the dry run
+    # stands the judge in, so each is there, a placeholder.
+    assert "ANTHROPIC_API_KEY" in asked
+    assert {name: bool(env.get(name)) for name in asked} == dict.fromkeys(asked, True)
 
 
 def test_loopback_is_the_only_reachable_place() -> None:
