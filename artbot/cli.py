@@ -151,8 +151,16 @@ def _chat_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="which of your sessions to resume or start [default]",
     )
-    parser.add_argument(
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument(
         "--new", action="store_true", help="discard the session NAME has and start over"
+    )
+    start.add_argument(
+        "--export",
+        type=Path,
+        metavar="ANSWERS.json",
+        help="write the session's answers as `artbot render --answers` reads them ('-' for "
+        "stdout), then stop",
     )
     _add_database_url_argument(parser, "where sessions are kept")
     _add_out_argument(parser)

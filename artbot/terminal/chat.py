@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import shlex
 import sys
@@ -49,7 +50,13 @@ from flows import (
 from isolation.sandbox import Sandbox
 from storage import migrations
 from storage.database import DatabaseUrlError, database_problem
-from storage.sessions import SessionKey, SessionStore, SessionStoreError, StaleSession
+from storage.sessions import (
+    SessionKey,
+    SessionStore,
+    SessionStoreError,
+    StaleSession,
+    StoredSession,
+)
 
 TERMINAL_TEAM = "terminal"
 DEFAULT_SESSION_NAME = "default"
@@ -57,8 +64,9 @@ DEFAULT_SESSION_NAME = "default"
 BANNER = (
     "artbot: the train-rl wizard. Answer each question; `back`, `edit <question>`, `status`, "
     "`help` and `cancel` work at any point.\n"
-    "Multi-line answers: start a line with ``` and end with a ``` line. Send a file with "
-    "`/file PATH`. Stop with Ctrl-D or `/quit`: the session is saved and resumes next time."
+    "Paste data or code as it is (an empty line sends a paste), or between ``` lines. Send a "
+    "file with `/file PATH`. Stop with Ctrl-D or `/quit`: the session is saved and resumes next "
+    "time."
 )
 ASSISTANT_BANNER = (
     "An assistant is on: ask it anything (`ask ...`, or a line ending in `?`), or answer in your "
@@ -103,6 +111,11 @@ def run_chat_command(args: argparse.Namespace) -> int:
     except SQLAlchemyError as error:
         print(f"artbot chat: database error: {database_problem(error)}", file=sys.stderr)
         return EXIT_PROBLEMS
+    if args.export is not None:
+        try:
+            return export_answers(store, key, args.export)
+        finally:
+            store.close()
     chat = Chat(store, key, terminal, out=args.out, dryrun=args.dryrun, assistant=assistant)
     try:
         return chat.run(new=args.new)
@@ -118,6 +131,39 @@ def run_chat_command(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     finally:
         store.close()
+
+
+def export_answers(
+    store: SessionStore, key: SessionKey, target: Path, flow: Flow = TRAIN_RL
+) -> int:
+    """Write the answers of the session `key` as `artbot render --answers` reads them: one JSON
+    object, each question's id to its answer, those asked on the session's branch only."""
+    stored = store.get(key)
+    if stored is None or stored.session.flow != flow.id:
+        print(f"artbot chat: --export: there is no session “{key.thread}”", file=sys.stderr)
+        return EXIT_USAGE
+    answers = flow.active_answers(stored.session.answers)
+    text = json.dumps(answers, indent=2, ensure_ascii=False) + "\n"
+    try:
+        if str(target) == "-":
+            sys.stdout.write(text)
+        else:
+            target.write_text(text, encoding="utf-8")
+    except OSError as error:
+        print(f"artbot chat: --export: cannot write {target}: {error}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    state = (
+        "finished"
+        if stored.session.status == "complete"
+        else f"{stored.session.status}: `artbot render` names the first question still open"
+    )
+    print(
+        f"Exported the {len(answers)} answers of session “{key.thread}” ({state}) to "
+        f"{'stdout' if str(target) == '-' else target}. `artbot render --answers FILE` writes "
+        "the script from them.",
+        file=sys.stderr,
+    )
+    return EXIT_OK
 
 
 def local_user() -> str:
@@ -157,7 +203,13 @@ class Chat:
         if self.assistant is not None:
             say(ASSISTANT_BANNER)
         session = self._open(new)
-        turn = begin(self.flow, session)
+        # A finished session reopens at the Edit menu: a changed answer asks again what it opens.
+        reopened = session.status == "complete"
+        turn = (
+            advance(self.flow, session, Reply(text="edit"))
+            if reopened
+            else begin(self.flow, session)
+        )
         saved = self._save(session, turn.session)
         if saved is None:
             return EXIT_PROBLEMS
@@ -169,6 +221,9 @@ class Chat:
             try:
                 reply = self.terminal.read_reply()
             except EndOfInput as end:
+                if session.status == "complete":
+                    say("Nothing changed: the session stays finished, its script as it was.")
+                    return EXIT_OK
                 ended = "Stopped" if str(end) == "quit" else "Input ended before the last question"
                 say(
                     f"{ended}. Your answers are saved: {self.resume_command()} carries on "
@@ -185,9 +240,11 @@ class Chat:
                 continue  # lost a race: what is stored now was shown instead of this turn
             self.terminal.show(turn.messages, turn.effects)
             if pending is not None and pending.is_draft:
-                say(f"{pending.text} {DRAFT_CHOICES}")
+                self.terminal.tell(f"{pending.text} {DRAFT_CHOICES}")
             elif pending is not None:
-                say(f"{pending.text} Reply `yes` to use it, or `no` to answer again.")
+                self.terminal.tell(
+                    f"{pending.text} Reply `yes` to use it, or `no` to answer again."
+                )
             for effect in turn.effects:
                 if isinstance(effect, Completed):
                     return self._finish(effect)
@@ -235,6 +292,9 @@ class Chat:
                 f"{self.resume_command('--new')} starts over."
             )
             return stored.session
+        finished = stored is not None and stored.session.status == "complete"
+        if stored is not None and finished and not stored.expired and not new:
+            return self._reopened(stored)
         if stored is not None:
             was = "expired" if stored.expired else stored.session.status
             if new:
@@ -245,6 +305,19 @@ class Chat:
         session = Session.start(self.flow.id)
         self.store.create(self.key, self.key.channel, session)
         return session
+
+    def _reopened(self, stored: StoredSession) -> Session:
+        """A finished session, kept to change an answer from the Edit menu."""
+        name = self.key.thread
+        answered = len(self.flow.active_answers(stored.session.answers))
+        self.terminal.say(
+            f"Your session “{name}” is finished: its script was written from {answered} "
+            "answers. Pick one to change: I ask it again, then what the new answer opens, "
+            f"and write the script again. `/quit` leaves it as it is; "
+            f"{self.resume_command('--new')} starts over; "
+            f"{self.resume_command('--export', 'answers.json')} saves its answers."
+        )
+        return stored.session
 
     def _save(self, before: Session, after: Session) -> Session | None:
         """Save `after` over `before` and return it. On a lost race, show and return what is

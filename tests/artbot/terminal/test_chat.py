@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import queue
 import signal
 import subprocess
 import sys
+import termios
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from artbot.terminal.io import SEND_WITH_EMPTY_LINE
 from bot.migrations import BOT_DATABASE
 from storage import migrations
 from storage.sessions import SessionKey, SessionStore
@@ -228,16 +233,23 @@ def test_a_block_left_open_at_the_end_of_input_is_not_sent(home: Path) -> None:
 
 
 def test_problems_are_shown_and_the_question_asked_again(home: Path) -> None:
-    result = chat(home, ["static", "sideways"])
+    result = chat(home, ["static", "sideways", "sideways", "sideways", "status"])
 
-    assert (
-        "Problem: “sideways” is not one of the options. Reply with a number from 1 to 2"
-        in result.stdout
-    )
-    assert questions(result.stdout)[-2:] == [
+    out = result.stdout
+    assert "Problem: “sideways” is not one of the options. Reply with a number from 1 to 2" in out
+    assert questions(out)[-2:] == [
         "Single-turn or multi-turn?",
         "Single-turn or multi-turn?",
     ]
+    # The third time, what the question needs: its options and how to pick one, in plain text
+    # (the wizard's messages are written in Slack's markup: no `*bold*` in a terminal).
+    explained = out.split("What “Single or multi-turn” needs: ", 1)[1]
+    assert "\n1. Single-turn (recommended) - One response per prompt, rewarded on its own\n" in (
+        explained
+    )
+    assert "Reply with an option's number or its name, for example `1` or `Single-turn`." in out
+    assert "\nStatus: active, 1 questions answered.\n" in out
+    assert "*Status:*" not in out and "needs:*" not in out
 
 
 def test_ctrl_c_saves_and_exits_cleanly(home: Path) -> None:
@@ -271,6 +283,123 @@ def test_an_unusable_database_url_is_a_usage_error(home: Path) -> None:
     assert "unsupported database 'mysql'" in result.stderr
 
 
+REWARD_CODE = """\
+def normalized(text):
+    return text.strip().lower()
+
+def compute_reward(scenario, answer, trajectory):
+    return 1.0 if normalized(answer) == scenario["answer"] else 0.0"""
+
+
+ARTBOT = [sys.executable, "-m", "artbot.cli"]
+
+
+def test_a_finished_session_reopens_to_change_one_answer_and_exports_its_answers(
+    home: Path,
+) -> None:
+    rows = [json.dumps(row) for row in MATH_ROWS[:3]]
+    first = chat(home, [*UP_TO_SCENARIOS, "inline", *rows, *AFTER_SCENARIOS])
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "  = 3 scenarios" in first.stdout  # JSONL without ``` fences: one answer, and the
+    assert "Problem" not in first.stdout  # line after it (the system prompt) the next one
+    script = home / "work" / "chat-test-001.py"
+    with_ruler = script.read_text()
+
+    left = chat(home, [])
+    assert left.returncode == 0
+    assert "Your session “default” is finished: its script was written from" in left.stdout
+    assert "Nothing changed: the session stays finished, its script as it was." in left.stdout
+
+    # Picked by name from the Edit menu it opens with; the new answer opens the reward code,
+    # two functions pasted without fences.
+    changed = chat(home, ["reward", "programmatic", *REWARD_CODE.splitlines()])
+
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert "  = 5 lines of code" in changed.stdout
+    assert questions(changed.stdout) == [
+        "How is the agent rewarded?",
+        "How should an episode be scored?",
+    ]
+    assert f"The previous script there is kept as {script}.bak." in changed.stdout
+    assert "def normalized(text):" in script.read_text()
+    assert script.with_name("chat-test-001.py.bak").read_text() == with_ruler
+
+    exported = chat(home, [], "--export", "answers.json")
+
+    assert exported.returncode == 0, exported.stderr
+    assert "Exported the" in exported.stderr and "(finished) to answers.json" in exported.stderr
+    answers = json.loads((home / "work" / "answers.json").read_text())
+    assert answers["reward"] == "programmatic" and "judge_model" not in answers
+    rendered = subprocess.run(
+        [*ARTBOT, "render", "--answers", "answers.json", "--out", "rendered.py"],
+        cwd=home / "work",
+        env=environment(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    assert (home / "work" / "rendered.py").read_text() == script.read_text()
+
+
+class Pty:
+    """`artbot chat` typed at a real terminal: stdin a pseudo-terminal (echo off), stdout a pipe
+    read line by line. Each write is what a person types or pastes at once."""
+
+    def __init__(self, home: Path) -> None:
+        self.keyboard, terminal = pty.openpty()
+        attributes = termios.tcgetattr(terminal)
+        attributes[3] &= ~termios.ECHO
+        termios.tcsetattr(terminal, termios.TCSANOW, attributes)
+        self.process = subprocess.Popen(
+            [*ARTBOT, "chat", "--no-dryrun"],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=home / "work",
+            env=environment(home),
+            text=True,
+        )
+        os.close(terminal)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def type(self, text: str) -> None:
+        os.write(self.keyboard, text.encode())
+
+    def wait_for(self, text: str) -> None:
+        """Read the output up to a line containing `text` (which it must say within a minute)."""
+        while text not in self.lines.get(timeout=60):
+            pass
+
+    def close(self) -> int:
+        code = self.process.wait(timeout=60)
+        os.close(self.keyboard)
+        return code
+
+
+def test_jsonl_pasted_at_a_terminal_is_one_answer(home: Path) -> None:
+    chat(home, [*UP_TO_SCENARIOS, "inline"])  # saved at the scenarios
+    rows = [json.dumps(row) for row in MATH_ROWS[:3]]
+    typing = Pty(home)
+
+    typing.wait_for("What are the scenarios?")
+    typing.type("".join(f"{row}\n" for row in rows))  # one paste: the lines arrive together
+    typing.wait_for(SEND_WITH_EMPTY_LINE)
+    typing.type("\n")
+    typing.wait_for("  = 3 scenarios")
+    typing.type("/quit\n")
+
+    assert typing.close() == 3
+    assert stored_step(home) == "system_prompt"
+
+
 def test_enter_alone_takes_the_default_and_says_which_or_is_refused_without_one(
     home: Path,
 ) -> None:
@@ -294,14 +423,26 @@ def test_enter_alone_takes_the_default_and_says_which_or_is_refused_without_one(
     assert stored_step(home) == "reward"
 
 
-def test_the_edit_menu_lists_the_answers_by_label_and_edit_a_number_jumps_back(
+def test_the_edit_menu_lists_the_answers_by_label_and_takes_its_own_numbers(
     home: Path,
 ) -> None:
-    result = chat(home, [*UP_TO_SCENARIOS, "edit", "edit 2"])
+    result = chat(
+        home,
+        [*UP_TO_SCENARIOS, "edit", "9", "3", "keep", "edit", "", "edit 2"],
+    )
 
-    assert "Which answer do you want to change?" in result.stdout
-    assert "   1. Replayability: Only logged or static scenarios" in result.stdout
-    assert "   2. Single or multi-turn: Single-turn" in result.stdout
-    assert questions(result.stdout)[-1] == "Single-turn or multi-turn?"
-    assert "[Part 1 of 7: Your task · question 2 of this part]" in result.stdout
+    out = result.stdout
+    assert "Which answer do you want to change?" in out
+    assert "   1. Replayability: Only logged or static scenarios" in out
+    assert "   2. Single or multi-turn: Single-turn" in out
+    # A number after the menu picks from the menu, not an option of the open question.
+    assert "Problem: The menu goes from 1 to 3: pick one of those." in out
+    assert "is not one of the options" not in out
+    assert questions(out)[-3:] == [
+        "What must the agent accomplish?",  # 3, from the menu
+        "Where do the training scenarios come from?",  # `keep`: back where it was
+        "Single-turn or multi-turn?",  # `edit 2` still works
+    ]
+    assert "Nothing picked, so nothing changes." in out
+    assert "[Part 1 of 7: Your task · question 2 of this part]" in out
     assert stored_step(home) == "turns"

@@ -119,8 +119,8 @@ def test_questions_answered_free_text_confirmed_and_the_script_written(
     out = result.stdout
     assert "An assistant is on" in out
     assert ANSWER in out
-    assert "I read that as: *Hold out a fraction*." in out
-    assert "I read that as: *0.2*." in out
+    assert "I read that as: Hold out a fraction." in out
+    assert "I read that as: 0.2." in out
     assert "Reply `yes` to use it, or `no` to answer again." in out
     assert "Not used." in out
     assert (
@@ -141,7 +141,7 @@ def test_a_proposal_is_not_stored_until_yes(home: Path, fake: FakeOpenAI) -> Non
     result = chat(home, fake, ["we only have logged chats"])
 
     assert result.returncode == 3
-    assert "I read that as: *Only logged or static scenarios*." in result.stdout
+    assert "I read that as: Only logged or static scenarios." in result.stdout
     assert stored_answers(home) == {}
 
 
@@ -186,7 +186,7 @@ def test_a_draft_is_used_with_y(home: Path, fake: FakeOpenAI) -> None:
 
     out = result.stdout
     assert result.returncode == 3, result.stderr
-    assert "A draft of the *Reward code* (2 lines):" in out
+    assert "A draft of the Reward code (2 lines):" in out
     assert "run on 3 scenarios in a sandbox" in out
     assert "Reply `y` to use it, `edit` to change it, or `again` for another draft." in out
     assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": EXACT_REWARD}
@@ -207,7 +207,7 @@ def test_a_draft_drafted_again_then_edited_counts_as_the_edited_code(
     out = result.stdout
     assert result.returncode == 3, result.stderr
     assert "ZeroDivisionError" in fake.requests[2]["messages"][-1]["content"]
-    assert out.count("A draft of the *Reward code*") == 2  # the crashing one was not shown
+    assert out.count("A draft of the Reward code") == 2  # the crashing one was not shown
     assert "Here is the draft to edit" in out
     assert len(fake.requests) == 4  # advice, `draft` (crashing, retried), then `again`
     assert stored_answers(home)["reward_logic"] == {"kind": "function", "code": edited}

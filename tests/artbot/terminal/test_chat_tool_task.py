@@ -177,9 +177,9 @@ def test_a_multi_turn_tool_task_is_finished_with_drafts_and_no_code_typed(
     assert result.returncode == 0, out + result.stderr
     typed = "\n".join(replies)
     assert "def " not in typed and '"function"' not in typed  # no code, no schema typed
-    assert "A draft of the *Tools*" in out
-    assert "A draft of the *Tool code*" in out
-    assert "A draft of the *Reward code*" in out
+    assert "A draft of the Tools" in out
+    assert "A draft of the Tool code" in out
+    assert "A draft of the Reward code" in out
     assert ANSWER in out
     asked = questions(out)
     base_model = [q for q in asked if q.startswith("Which base model")]
