@@ -445,7 +445,7 @@ def game_2048(**overrides: Any) -> dict[str, Any]:
         system_prompt=GAME_2048_SYSTEM_PROMPT,
         environment=GAME_2048,
         episode_end="When the board is full or a tile reaches 2048, or after 3 moves.",
-        # Short: today's stand-in player in the dry run guesses a move, right about 2 in 3 times.
+        # Short, so that the tests that dry-run it stay quick.
         max_turns=3,
         run_name="game-2048-001",
     )
