@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import time
@@ -20,8 +21,9 @@ from checks.script_check import (
     user_code_lines,
 )
 from flows import render_script
-from tests.flows.matrix import answers_for
-from tests.flows.realistic_agents import GAME_2048_CALLS_UNDEFINED, game_2048
+from tests.checks.test_generated_scripts import GENERATOR
+from tests.flows.matrix import TOOL_CODE, answers_for
+from tests.flows.realistic_agents import GAME_2048, GAME_2048_CALLS_UNDEFINED, game_2048
 
 GOOD = Path(__file__).parent / "check_fixtures" / "good_script.py"
 GOOD_SOURCE = GOOD.read_text()
@@ -118,17 +120,34 @@ def test_style_is_a_note_in_the_users_code_and_never_an_error_but_an_undefined_n
     assert ours_report.notes == ()
 
 
-def test_the_users_code_is_found_under_its_marker_without_the_templates_lines() -> None:
-    game = render_script(game_2048())
-    lines = game.split("\n")
-    wrapper = line_of(game, "def user_environment():")
-    entry_points = line_of(game, "    return create_game, render_observation, apply_action")
-    # Between them: `# fmt: off`, the user's code, `# fmt: on` and a blank line.
-    assert lines[wrapper + 1] == "    import random"
-    assert lines[entry_points - 4].endswith(
-        "return max(max(row) for row in game.cells) / 2048 + game.score / 10000"
+def text_lines(code: str) -> set[str]:
+    return {line.strip() for line in code.split("\n") if line.strip()}
+
+
+def test_the_users_code_is_found_under_its_markers_without_the_templates_lines() -> None:
+    reward = (
+        "def compute_reward(scenario, answer):\n    return float(answer == scenario['answer'])\n"
     )
-    assert user_code_lines(game) == set(range(wrapper + 2, entry_points - 2))
+    tools = answers_for("tools", "programmatic", "dataset", "local", False)
+    tools["reward_logic"] = {"kind": "function", "code": reward}
+    generator = answers_for("single", "ruler", "open_ended", "local", False)
+    generator.update(
+        scenario_source="generator", scenario_generator=GENERATOR, val_generated="none"
+    )
+    for key in ("scenario_rows", "train_split", "val_split"):
+        del generator[key]
+    for answers, code in [
+        (game_2048(), [GAME_2048]),
+        (tools, [TOOL_CODE, reward]),
+        (generator, [GENERATOR]),
+    ]:
+        script = render_script(answers)
+        lines = script.split("\n")
+        found = sorted(user_code_lines(script))
+        assert text_lines("\n".join(lines[n - 1] for n in found)) == text_lines("\n".join(code))
+        # Each piece is one run of lines: the user's first to their last, nothing in between.
+        pieces = 1 + sum(1 for a, b in itertools.pairwise(found) if b != a + 1)
+        assert pieces == len(code)
 
     # A reward expression: the function's body less its docstring.
     expression = render_script(answers_for("single", "programmatic", "dataset", "local", False))
