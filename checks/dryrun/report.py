@@ -317,10 +317,16 @@ def move_search_notes(record: RunRecord) -> list[str]:
     notes: list[str] = []
     if moves.positions:
         found = moves.positions - moves.stuck
+        outcome = (
+            "played one the game accepted at every one"
+            if found == moves.positions
+            else f"played one the game accepted at {found} (it guessed at the others)"
+            if found
+            else "found none the game accepted (it guessed)"
+        )
         notes.append(
             "the stand-in player tried candidate moves on a copy of the game at "
-            f"{_plural(moves.positions, 'position')} and played one the game accepted at "
-            + ("every one" if found == moves.positions else f"{found} (it guessed at the others)")
+            f"{_plural(moves.positions, 'position')} and {outcome}"
         )
     if moves.learnt:
         notes.append(

@@ -229,6 +229,10 @@ def test_a_game_the_standin_could_not_play_is_inconclusive_not_a_failure_of_the_
     text = report.format()
     assert "dry run INCONCLUSIVE (the stand-in player could not play this game)" in text
     assert "      3 x x o" in text  # the board it was stuck at, under its item
+    assert report.notes == (
+        "the stand-in player tried candidate moves on a copy of the game at 8 positions and "
+        "found none the game accepted (it guessed)",
+    )
     # Coverage stays strict: something else wrong is still a failure.
     broken = stuck.model_copy(
         update={"findings": [Finding(kind="m", severity="problem", message="a metric is a str")]}
