@@ -5,7 +5,8 @@ terminal); those are the answer's, and an empty line sends it. Piped, every line
 the text itself decides, at the questions that take data or code: an answer goes on while its
 brackets are open or a block header (`def f():`) has no body yet, and, after that, while the next
 lines read as more of the same (another JSONL row; an indented line, or a `def`, `class`, import,
-decorator, comment or assignment after any blank lines). Anything else is the next reply.
+decorator, comment or assignment after any blank lines). At a text question, only the tools' URL
+lines (`name: [METHOD] https://...`) go on, one after another. Anything else is the next reply.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tokenize
 
 DATA_KIND = "json"
 CODE_KIND = "code"
+TEXT_KIND = "text"
 
 MORE_CODE = re.compile(
     r"""
@@ -23,9 +25,15 @@ MORE_CODE = re.compile(
     | (?:async\s+)?def\s | class\s      # the next definition
     | import\s | from\s+[\w.]+\s+import\s
     | @\w | \#                          # a decorator, a comment
-    | [A-Za-z_][\w.]*(?:\s*:[^=]+)?\s*=(?!=)   # a module-level assignment (constants, tables)
+    | [A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\s*:[^=]+)?   # a module-level assignment (constants,
+      \s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)       # tables), augmented (`LINES += ...`) too
     """,
     re.VERBOSE,
+)
+# At a text question, `name: [METHOD] https://...` lines (the tools' URLs) go on like JSONL rows.
+ENDPOINT_LINE = re.compile(
+    r"\s*[A-Za-z_]\w*\s*:\s*(?:(?:GET|POST|PUT|PATCH|DELETE)\s+)?https?://\S+\s*",
+    re.IGNORECASE,
 )
 
 
@@ -39,6 +47,15 @@ def unfinished(kind: str | None, lines: list[str]) -> bool:
     return False
 
 
+def may_continue(kind: str | None, lines: list[str]) -> bool:
+    """Whether lines after `lines` might belong to it, so the next ones are worth reading ahead:
+    data, code, or the tools' URL lines (never an ordinary text: a program that pipes one answer
+    and waits for the next question must not be kept waiting for another line)."""
+    if kind in (DATA_KIND, CODE_KIND):
+        return True
+    return kind == TEXT_KIND and ENDPOINT_LINE.fullmatch(lines[0]) is not None
+
+
 def continues(kind: str | None, lines: list[str], following: list[str]) -> int:
     """How many of the `following` lines (the next ones of input, blank ones included) belong to
     the answer `lines` has begun: 0 when the next reply starts there. `following` ends with the
@@ -49,6 +66,8 @@ def continues(kind: str | None, lines: list[str], following: list[str]) -> int:
     if kind == DATA_KIND and first.startswith("{"):
         # JSONL: one object per line, no blank lines between rows.
         return 1 if len(following) == 1 and upcoming.lstrip().startswith("{") else 0
+    if kind == TEXT_KIND and ENDPOINT_LINE.fullmatch(first):
+        return 1 if len(following) == 1 and ENDPOINT_LINE.fullmatch(upcoming) else 0
     if kind == CODE_KIND and MORE_CODE.match(upcoming):
         return len(following)
     return 0

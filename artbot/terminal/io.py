@@ -10,7 +10,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from artbot.terminal.answer_lines import continues, unfinished
+from artbot.terminal.answer_lines import continues, may_continue, unfinished
 from artbot.terminal.markup import terminal_text
 from flows import (
     EDIT_MENU,
@@ -146,7 +146,8 @@ class Terminal:
             lines.append(more.rstrip())
 
     def _piped_answer(self, lines: list[str]) -> None:
-        """At a data or code question, the lines that continue the first as answer_lines says."""
+        """At a data or code question (or the tools' URLs), the lines that continue the first as
+        answer_lines says."""
         kind = self._screen.kind
         while True:
             if unfinished(kind, lines):
@@ -155,7 +156,7 @@ class Terminal:
                     return  # the wizard says what is missing
                 lines.append(more.rstrip())
                 continue
-            following = self._following() if kind in ("json", "code") else []
+            following = self._following() if may_continue(kind, lines) else []
             taken = continues(kind, lines, following)
             if not taken:
                 return

@@ -28,6 +28,18 @@ def create_game(scenario):
 def apply_action(game, action):
     game["guesses"].append(int(action))""".splitlines()
 HEADER_THEN_BODY = ["def compute_reward(scenario, answer, trajectory):", "", "    return 1.0"]
+AUGMENTED = """\
+LINES = [[c + r for c in "ABC"] for r in "123"]
+LINES += [["A1", "B2", "C3"], ["C1", "B2", "A3"]]
+SCORES["draw"] = 0.5
+
+
+def create_game(scenario):
+    return {"cells": {}}""".splitlines()
+ENDPOINTS = [
+    "list_orders: GET https://crm.internal/customers/{customer_id}/orders",
+    "refund: https://crm.internal/orders/{order_id}/refund",
+]
 
 
 class Keyboard:
@@ -92,8 +104,21 @@ def replies(screen: Screen, kind: str) -> Iterator[str]:
             ['1.0 if answer == scenario["answer"] else 0.0', "all"],
         ),
         ("code", ["draft", "y"], ["draft", "y"]),
+        # Augmented and subscript assignments at the top level are more code too.
+        (
+            "code",
+            [*AUGMENTED, "End the episode"],
+            ["\n".join(AUGMENTED), "End the episode"],
+        ),
         # Text, a choice: one line is one reply, as before.
         ("text", ["Add two numbers.", "Then stop."], ["Add two numbers.", "Then stop."]),
+        # ... but the tools' URLs, one `name: [METHOD] url` a line, are one answer (the header
+        # after them, `Name: value`, is the next).
+        (
+            "text",
+            [*ENDPOINTS, "Authorization: Bearer $CRM_API_KEY"],
+            ["\n".join(ENDPOINTS), "Authorization: Bearer $CRM_API_KEY"],
+        ),
         ("choice", ["1", "2"], ["1", "2"]),
     ],
 )
