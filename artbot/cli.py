@@ -124,7 +124,8 @@ def _cmd_render(args: argparse.Namespace) -> int:
     try:
         session = replay(TRAIN_RL, answers)
         active = TRAIN_RL.active_answers(session.answers)
-        script = render_script(active)
+        path = script_path(args.out, str(active["run_name"]))
+        script = render_script(active, path.name)  # its docstring says to run that file
     except AnswersError as exc:
         print(f"{source}: {exc.step_id}: {exc.message}", file=sys.stderr)
         return EXIT_PROBLEMS
@@ -132,9 +133,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
         print(f"{source}: {exc}", file=sys.stderr)
         return EXIT_PROBLEMS
     try:
-        written = write_script(
-            script_path(args.out, str(active["run_name"])), script, force=args.force
-        )
+        written = write_script(path, script, force=args.force)
     except (OSError, ScriptExists) as exc:
         print(f"artbot render: {exc}", file=sys.stderr)
         return EXIT_USAGE

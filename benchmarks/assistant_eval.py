@@ -65,7 +65,7 @@ AT_ROWS_MATH = [*AT_SOURCE, "inline"]
 AT_REWARD = [*AT_ROWS_MATH, json.dumps(MATH_ROWS[:4]), "skip"]
 AT_REWARD_LOGIC = [*AT_REWARD, "programmatic"]
 AT_JUDGE = [*AT_REWARD, "ruler"]
-AT_VAL_SPLIT = [*AT_JUDGE, "1", "all"]
+AT_VAL_SPLIT = [*AT_JUDGE, "1", "default", "all"]
 AT_VAL_FRACTION = [*AT_VAL_SPLIT, "held_out"]
 AT_BASE_MODEL = [*AT_VAL_FRACTION, "0.25", "default", "default"]
 AT_GAME_ROWS = ["yes", "multi", GUESSING, "inline"]
@@ -76,6 +76,7 @@ AT_MAX_TURNS = [
     "def render_observation(game):\n    return str(game['guesses'])\n\n"
     "def apply_action(game, action):\n    game['guesses'].append(int(action))\n\n"
     "def is_finished(game):\n    return game['target'] in game['guesses']\n",
+    "end",
     "When the number is guessed.",
 ]
 AT_DOCS_ROWS = ["yes", "multi", DOCS, "inline"]
@@ -159,7 +160,7 @@ CASES = [
     understanding(AT_SOURCE, "I'll paste a handful of examples right here", "inline"),
     understanding(AT_REWARD, "let an LLM judge score the answers", "ruler"),
     understanding(AT_REWARD, "code can check the final number exactly", "programmatic"),
-    understanding(AT_JUDGE, "o3 please", "openai/o3"),
+    understanding(AT_JUDGE, "the cheaper mini judge", "openai/gpt-5.4-mini"),
     understanding(AT_VAL_SPLIT, "hold some of them back", "held_out"),
     understanding(AT_VAL_FRACTION, "hold out a fifth", "0.2"),
     understanding(AT_BASE_MODEL, "the bigger Qwen", BIGGER_QWEN),

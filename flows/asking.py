@@ -62,10 +62,13 @@ def store(flow: Flow, session: Session, step: AnyStep, value: Any) -> Turn:
         draft={},
     )
     effects: tuple[Effect, ...] = (Answered(step.id, shown_answer(step, value)),)
+    caution = step.caution(answers) if step.caution is not None else None
+    cautions: tuple[Message, ...] = (Notice(caution),) if caution else ()
     if flow.next_step(answers) is None:
-        return complete(flow, updated, effects)
+        done = complete(flow, updated, effects)
+        return Turn(done.session, (*cautions, *done.messages), done.effects)
     session_after, messages = ask_next(flow, updated)
-    return Turn(session_after, messages, effects)
+    return Turn(session_after, (*cautions, *messages), effects)
 
 
 def complete(flow: Flow, session: Session, effects: tuple[Effect, ...]) -> Turn:

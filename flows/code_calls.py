@@ -19,6 +19,7 @@ from flows.entry_points import (
     environment_calls,
     generator_call,
     reward_function_call,
+    takes_scenario,
 )
 from flows.steps import Answers
 from flows.train_rl import (
@@ -115,7 +116,8 @@ def _tool_calls(code: str, answers: Answers) -> tuple[CodeCall, ...]:
     for tool in answers.get("tools", []):
         spec = tool["function"]
         name = str(spec["name"])
-        if entry_point(module, name, "tool code") is None:
+        function = entry_point(module, name, "tool code")
+        if function is None:
             continue  # the final-answer tool may be left out
         parameters = spec.get("parameters") or {}
         required = parameters.get("required") or []
@@ -124,6 +126,8 @@ def _tool_calls(code: str, answers: Answers) -> tuple[CodeCall, ...]:
             f"{p}={SAMPLE_VALUES.get(str(properties.get(p, {}).get('type')), 'test')!r}"
             for p in required
         )
+        if takes_scenario(function, tool):  # the episode's scenario, as the script passes it
+            arguments = ", ".join(a for a in (arguments, "scenario=scenario") if a)
         calls.append(
             CodeCall("draft", f"{name}({arguments})", "any", f"the tool `{name}`", errors_ok=True)
         )

@@ -187,10 +187,24 @@ def _by_name(function: FunctionNode, available: set[str]) -> tuple[str, ...]:
     return tuple(arguments)
 
 
+# A tool function's parameter of this name that its schema does not have gets the episode's
+# scenario from the script (ART-E's inbox and date, a customer's orders), never from the model.
+SCENARIO_PARAMETER = "scenario"
+
+
+def takes_scenario(function: FunctionNode, tool: dict[str, object]) -> bool:
+    """Whether the script passes the episode's scenario to this tool function."""
+    spec = tool["function"]
+    assert isinstance(spec, dict)
+    properties = (spec.get("parameters") or {}).get("properties") or {}
+    named = {a.arg for a in function.args.args + function.args.kwonlyargs}
+    return SCENARIO_PARAMETER in named and SCENARIO_PARAMETER not in properties
+
+
 def check_tool_function(function: FunctionNode, tool: dict[str, object]) -> None:
     """A tool's function gets the model's arguments by name, as its schema describes them: every
     parameter it requires must be a property the schema requires, and every property a parameter
-    (or `**kwargs`)."""
+    (or `**kwargs`). A `scenario` parameter outside the schema gets the episode's scenario."""
     spec = tool["function"]
     assert isinstance(spec, dict)
     parameters = spec.get("parameters") or {}
@@ -211,6 +225,8 @@ def check_tool_function(function: FunctionNode, tool: dict[str, object]) -> None
             f"`{name}` must accept the tool's parameters by name; missing: {missing}."
         )
     required = [a.arg for a in _required_positional(function) + _required_keyword_only(function)]
+    if takes_scenario(function, tool):
+        required = [parameter for parameter in required if parameter != SCENARIO_PARAMETER]
     for parameter in required:
         if parameter not in properties:
             raise InvalidAnswer(

@@ -60,6 +60,19 @@ def inline_code(source: str) -> Code:
     return Code(source)
 
 
+class FileName(str):
+    """A script's file name (`math-solver-001.py`) of letters, digits, `.`, `_` and `-` only, so it
+    can sit in the script's docstring."""
+
+
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}\.py$")
+
+
+def file_name(name: str) -> FileName | None:
+    """`name` marked as printable in the script's text, or None when it has any other character."""
+    return FileName(name) if _FILE_NAME.match(name) else None
+
+
 class TomlString(str):
     """Source text of a TOML basic string (in the script's PEP 723 block) of known value."""
 
@@ -109,7 +122,7 @@ def _literal(value: Any, indent: int) -> str:
 
 def finalize(value: Any) -> str:
     """Jinja's finalize hook: what `{{ ... }}` may print. A plain str is a template bug."""
-    if isinstance(value, PyLiteral | Code | Ident | TomlString):
+    if isinstance(value, PyLiteral | Code | Ident | TomlString | FileName):
         return str(value)
     if isinstance(value, bool) or value is None:
         return repr(value)

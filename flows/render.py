@@ -12,17 +12,22 @@ from typing import Any
 
 import jinja2
 
+from flows.agent_prompt import RENDER_PROMPT, check_fields_known
 from flows.entry_points import (
     REWARD_ARGUMENTS,
     Call,
     entry_point,
     environment_calls,
     generator_call,
+    positional_call,
     reward_function_call,
+    takes_scenario,
 )
+from flows.http_tools import split_endpoints
 from flows.literals import (
     Code,
     PyLiteral,
+    file_name,
     finalize,
     function_body,
     ident,
@@ -31,7 +36,8 @@ from flows.literals import (
     toml_string,
 )
 from flows.script_format import ScriptFormatError, ruff_formatted
-from flows.steps import InvalidAnswer
+from flows.simulated_user import has_simulated_user
+from flows.steps import InvalidAnswer, Text
 from flows.template_files import templates_dir
 from flows.train_rl import (
     ENVIRONMENT_REWARD,
@@ -66,13 +72,17 @@ def environment() -> jinja2.Environment:
 
 
 def script_context(
-    answers: Mapping[str, Any], script_names: frozenset[str] = frozenset()
+    answers: Mapping[str, Any],
+    script_names: frozenset[str] = frozenset(),
+    script_file: str | None = None,
 ) -> dict[str, Any]:
     """Everything the template needs, with user text as literals and user code as parsed Code.
 
     `script_names`: what the script binds at its top level (see flows.user_code.scoped_body).
+    `script_file`: the script's file name, which its docstring tells to run (`<run_name>.py`,
+    as artbot saves it, unless told otherwise).
     """
-    answers = TRAIN_RL.active_answers(answers)
+    answers = _with_defaults(TRAIN_RL.active_answers(answers))
     missing = [s.id for s in TRAIN_RL.active_steps(answers) if s.id not in answers]
     if missing:
         raise RenderError(f"these questions are not answered yet: {', '.join(missing)}")
@@ -94,22 +104,31 @@ def script_context(
         "uses_random": source == "generator"
         or answers.get("train_split") != "separate"
         or validation == "held_out",
+        # JSONL files are read on the runner host: the scenarios, or a split's own file.
+        "uses_jsonl": source == "runner_file"
+        or answers.get("train_split") == "separate"
+        or validation == "separate",
         "tool_execution": answers.get("tool_execution"),
         "task": py_literal(answers["task"]),
         "system_prompt": py_literal(answers.get("system_prompt", "")),
         "base_model": py_literal(answers["base_model"]),
         "project": py_literal(answers["project"]),
         "run_name": py_literal(answers["run_name"]),
+        "script_file": file_name(script_file or f"{answers['run_name']}.py"),
         "judge_model": py_literal(answers.get("judge_model", "")),
+        # Your own rubric for RULER's judge, or None for ART's DEFAULT_RUBRIC.
+        "ruler_rubric": py_literal(rubric) if (rubric := answers.get("ruler_rubric")) else None,
         "reward_mix": float(answers.get("reward_mix", 0.5)),
         "episode_end": py_literal(answers.get("episode_end", "")),
         "max_turns": int(answers.get("max_turns", 10)),
+        "invalid_action": answers.get("invalid_action", "end"),
         "learning_rate": float(hp["learning_rate"]),
         "rollouts_per_group": int(hp["rollouts_per_group"]),
         "groups_per_step": int(hp["groups_per_step"]),
         "num_steps": int(hp["num_steps"]),
         "num_epochs": int(hp["num_epochs"]),
         "gpu_memory_utilization": float(hp["gpu_memory_utilization"]),
+        "max_completion_tokens": int(hp["max_completion_tokens"]),
         "val_every": int(answers.get("val_every", 10)),
         "val_max_groups": int(answers.get("val_max_groups", 8)),
         "train_fraction": float(answers.get("train_fraction", 1.0)),
@@ -119,8 +138,10 @@ def script_context(
         "train_source": py_literal(answers.get("train_source", "")),
         "val_source": py_literal(answers.get("val_source", "")),
         "tools": py_literal(answers.get("tools", []), indent=0),
-        "tool_urls": py_literal(answers.get("tool_urls", {})),
+        **_http_tools_context(answers),
+        **_simulated_user_context(answers),
         "tool_names": [ident(t["function"]["name"]) for t in answers.get("tools", [])],
+        "tools_given_the_scenario": py_literal([]),
         "reward_source": None,
         "final_answer_tool": None,
         "final_answer_parameter": None,
@@ -135,13 +156,35 @@ def script_context(
         "generator_code": None,
         "generator_call": None,
         "generator_takes_rng": False,
+        "prompt_fields": None,
+        "prompt_fields_count": 0,
+        "prompt_code": None,
+        "render_prompt_call": None,
         "extra_requirements": _extra_requirements(answers),
     }
+    context["checks_environment"] = (
+        context["uses_ruler"]
+        or context["backend"] == "serverless"
+        or context["tool_auth"] is not None
+        or context["simulated_user"] is not None
+    )
     try:
         _add_user_code(context, answers, pattern, reward, script_names)
     except InvalidAnswer as error:
         raise RenderError(str(error)) from None
     return context
+
+
+def _with_defaults(answers: dict[str, Any]) -> dict[str, Any]:
+    """The answers, with the default of each optional question they lack (a session finished
+    before that question existed renders as if its default had been taken)."""
+    for step in TRAIN_RL.active_steps(answers):
+        if step.id not in answers and isinstance(step, Text) and step.default is not None:
+            try:
+                answers[step.id] = step.default(answers)
+            except InvalidAnswer:
+                continue  # no default for these answers: it stays missing, and says so
+    return answers
 
 
 def _add_user_code(
@@ -185,14 +228,73 @@ def _add_user_code(
         context["tool_code"] = function_body(
             scoped_body(answers["tool_code"], "tool code", script_names)
         )
+        context["tools_given_the_scenario"] = py_literal(_tools_given_the_scenario(answers))
     if pattern == "tools":
         context.update(_final_answer_context(answers))
+    if pattern != "game":
+        context.update(_agent_prompt_context(answers, script_names))
     if answers["scenario_source"] == "generator":
         source = answers["scenario_generator"]
         call = generator_call(ast.parse(source))
         context["generator_code"] = function_body(scoped_body(source, "generator", script_names))
         context["generator_call"] = _call(call)
         context["generator_takes_rng"] = bool(call.arguments)
+
+
+def _http_tools_context(answers: Mapping[str, Any]) -> dict[str, Any]:
+    """The tools' URLs and methods, and the header that authenticates their calls (if any)."""
+    urls, methods = split_endpoints(answers.get("tool_urls", {}))
+    auth = answers.get("tool_auth") or None
+    return {
+        "tool_urls": py_literal(urls),
+        "tool_methods": py_literal(methods),
+        "tool_auth": {key: py_literal(value) for key, value in auth.items()} if auth else None,
+    }
+
+
+def _simulated_user_context(answers: Mapping[str, Any]) -> dict[str, Any]:
+    """The simulated user's instructions and model, or None: the agent's answer ends it."""
+    if not has_simulated_user(answers):
+        return {"simulated_user": None, "simulated_user_model": None}
+    return {
+        "simulated_user": py_literal(answers["simulated_user"]["instructions"]),
+        "simulated_user_model": py_literal(answers["simulated_user_model"]),
+    }
+
+
+def _tools_given_the_scenario(answers: Mapping[str, Any]) -> list[str]:
+    """The tools whose function takes the episode's `scenario` (flows.entry_points)."""
+    module = ast.parse(answers["tool_code"])
+    names = []
+    for tool in answers.get("tools", []):
+        name = tool["function"]["name"]
+        function = entry_point(module, name, "tool code")
+        if function is not None and takes_scenario(function, tool):
+            names.append(name)
+    return names
+
+
+def _agent_prompt_context(
+    answers: Mapping[str, Any], script_names: frozenset[str]
+) -> dict[str, Any]:
+    """What the agent is shown of a scenario: the chosen fields (still fields of the pasted
+    rows: those may have been edited since), or the user's `render_prompt`."""
+    chosen = answers["agent_prompt"]
+    if "code" in chosen:
+        source = chosen["code"]
+        function = entry_point(ast.parse(source), RENDER_PROMPT, "prompt code")
+        if function is None:
+            raise InvalidAnswer(f"The prompt code must define `{RENDER_PROMPT}`.")
+        return {
+            "prompt_code": function_body(scoped_body(source, "prompt code", script_names)),
+            "render_prompt_call": _call(positional_call(function, ("scenario",))),
+        }
+    fields = list(chosen["fields"])
+    try:
+        check_fields_known(fields, answers)
+    except InvalidAnswer as error:
+        raise InvalidAnswer(f"{error} Answer `edit what the agent sees` again.") from None
+    return {"prompt_fields": py_literal(fields), "prompt_fields_count": len(fields)}
 
 
 def _call(call: Call) -> Code:
@@ -243,14 +345,15 @@ def _final_answer_context(answers: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_script(answers: Mapping[str, Any]) -> str:
-    """The complete training script for these answers, in ruff's format."""
+def render_script(answers: Mapping[str, Any], script_file: str | None = None) -> str:
+    """The complete training script for these answers, in ruff's format; `script_file` is the
+    name it is saved under (default `<run_name>.py`), which its docstring tells to run."""
     template = environment().get_template(TRAIN_RL.template)
-    script = template.render(script_context(answers))
+    script = template.render(script_context(answers, script_file=script_file))
     names = top_level_names(script)
     if names:
         # Rendered again once the script's own names are known: they decide a few lint waivers.
-        script = template.render(script_context(answers, names))
+        script = template.render(script_context(answers, names, script_file))
     try:
         return ruff_formatted(script)
     except ScriptFormatError:

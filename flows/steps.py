@@ -59,6 +59,8 @@ class Step:
     """Shown once, before this step is asked for the first time (e.g. what RULER is)."""
     details: Callable[[Mapping[str, Any]], str] | None = None
     """A line drawn from the answers so far, shown after the prompt (e.g. the imports found)."""
+    caution: Callable[[Mapping[str, Any]], str | None] | None = None
+    """Read after this step is answered (with that answer): a warning to show, not a refusal."""
 
     @property
     def name(self) -> str:

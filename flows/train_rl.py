@@ -7,6 +7,13 @@ import re
 from typing import Any
 
 from flows import validators as v
+from flows.agent_prompt import (
+    agent_prompt_details,
+    agent_prompt_display,
+    answer_shown_caution,
+    default_agent_prompt,
+    parse_agent_prompt,
+)
 from flows.conditions import Condition, Holds, all_of, any_of, is_, not_
 from flows.entry_points import (
     check_tool_functions,
@@ -15,6 +22,9 @@ from flows.entry_points import (
     generator_call,
 )
 from flows.flow import Flow, Part
+from flows.http_tools import tool_auth, tool_auth_display, tool_endpoints
+from flows.judge_models import JUDGE_MODELS, judge_caution, judge_model_id
+from flows.simulated_user import has_simulated_user, simulated_user, simulated_user_display
 from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text, ValuesMenu
 from flows.third_party import imported_modules, requirements, suggested_requirements, third_party
 
@@ -25,13 +35,16 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "num_steps": 50,
     "num_epochs": 3,
     "gpu_memory_utilization": 0.7,
+    # Room to think, then answer: a reply cut off at the limit is scored as it stands.
+    "max_completion_tokens": 1024,
 }
 BASE_MODELS = (
     "OpenPipe/Qwen3-14B-Instruct",
     "Qwen/Qwen3-30B-A3B-Instruct-2507",
     "meta-llama/Llama-3.1-8B-Instruct",
 )
-JUDGE_MODELS = ("openai/gpt-5.4", "openai/o4-mini", "openai/o3")
+MAX_TURNS = 1_000
+INVALID_ACTION_REWARD = -1  # the script's INVALID_ACTION_REWARD, said in the wizard
 
 RULER_NOTE = (
     "*About RULER:* RULER is an LLM judge that compares the trajectories within a group and "
@@ -57,6 +70,8 @@ VALIDATED = any_of(
 )
 WITH_RULER = is_("reward", "ruler", "custom")
 LOCAL_TOOLS = all_of(WITH_TOOLS, is_("tool_execution", "local"))
+HTTP_TOOLS = all_of(WITH_TOOLS, is_("tool_execution", "http"))
+WITH_SIMULATED_USER = all_of(WITH_TOOLS, Holds(("simulated_user",), has_simulated_user))
 WITH_REWARD_CODE = is_("reward", "programmatic", "custom")
 
 
@@ -119,11 +134,6 @@ def rollout_pattern(answers: Answers) -> str:
     return "tools" if WITH_TOOLS(answers) else "game"
 
 
-def _prompt_field(answers: Answers) -> str | None:
-    # Single-turn rollouts send scenario["prompt"]; multi-turn ones fall back to the whole row.
-    return "prompt" if answers.get("turns") == "single" else None
-
-
 def _rows_display(rows: Any) -> str:
     return (
         f"{len(rows)} scenario{'s' if len(rows) != 1 else ''}"
@@ -140,6 +150,13 @@ def _code_display(code: Any) -> str:
         if len(lines) > 1
         else text[:200]
     )
+
+
+def _first_line(text: str) -> str:
+    """A long text answer shown back by its first line, cut to 80 characters."""
+    lines = text.strip().splitlines() or [""]
+    first = lines[0] if len(lines[0]) <= 80 else lines[0][:79] + "…"
+    return first + (" (…)" if len(lines) > 1 else "")
 
 
 def _tools_display(tools: Any) -> str:
@@ -219,7 +236,12 @@ def _reward_names(answers: Answers) -> str:
         ]
         signature = "compute_reward(scenario, game, trajectory)"
         example = '1.0 if game["won"] else 0.0'
-        after = " An invalid move (your `apply_action` raised ValueError) already scores -1."
+        after = (
+            f" An invalid move (your `apply_action` raised ValueError) already scores "
+            f"{INVALID_ACTION_REWARD}."
+            if answers.get("invalid_action") == "end"
+            else ' `trajectory.metrics["invalid_actions"]` counts the invalid moves.'
+        )
     else:
         names = [
             '• `scenario`: the episode\'s scenario, a dict (e.g. `scenario["answer"]`)',
@@ -264,9 +286,10 @@ def _tool_code_details(answers: Answers) -> str:
 
 def _tool_urls_details(answers: Answers) -> str:
     return (
-        f"The tools: {', '.join(_tool_calls(answers)) or 'none'}. The script "
-        'POSTs each call\'s arguments as a JSON object (`{"parameter": value, ...}`) and gives '
-        "the response text to the agent."
+        f"The tools: {', '.join(_tool_calls(answers)) or 'none'}. With POST (the default), "
+        'PUT or PATCH the script sends the call\'s arguments as a JSON object (`{"parameter": '
+        "value, ...}`); with GET or DELETE, as the query string. A `{name}` in the URL's path is "
+        "filled from the call's argument of that name, else from the scenario's field."
     )
 
 
@@ -365,6 +388,16 @@ def _val_fraction(value: str, answers: Answers) -> float:
     )
 
 
+def _validation_details(answers: Answers) -> str:
+    if answers.get("reward") == "ruler":
+        return (
+            "With RULER alone, val/reward is relative: the judge scores a group's rollouts "
+            "against each other, so it ranks checkpoints only roughly. The latest checkpoint is "
+            "always kept too."
+        )
+    return "val/reward picks the best checkpoint to keep; the latest is always kept too."
+
+
 def _check_iteration(value: str, answers: Answers) -> None:
     if value == "dataset" and FROM_GENERATOR(answers):
         raise InvalidAnswer(
@@ -461,18 +494,18 @@ TRAIN_RL = Flow(
             "What are the scenarios?",
             guide=(
                 "Paste them as a JSON array of objects or as JSONL (one object per line), or "
-                'upload a .jsonl file. Single-turn scenarios need a "prompt" string (what the '
-                "agent is asked); add any fields your reward reads, e.g. "
-                '`scenario["answer"]`.'
+                "upload a .jsonl file. Give each a field with what the agent is asked (e.g. "
+                '"prompt" or "question") and any fields your reward reads, e.g. '
+                '`scenario["answer"]`: you choose next what the agent is shown.'
             ),
-            parse=v.scenario_rows(_prompt_field),
+            parse=v.scenario_rows,
             kind="json",
             when=is_("scenario_source", "inline", "upload"),
             accepts_files=(".jsonl", ".json"),
             display=_rows_display,
             help=(
-                'One JSON object per scenario. Single-turn scenarios need a "prompt" string; add '
-                'any fields your reward reads (e.g. "answer").'
+                'One JSON object per scenario: what the agent is asked (e.g. a "prompt" or '
+                '"question" field) and any fields your reward reads (e.g. "answer").'
             ),
             example=(
                 '{"prompt": "What is 17 * 3?", "answer": "51"}\n'
@@ -539,6 +572,32 @@ TRAIN_RL = Flow(
             ),
             when=MULTI_TURN,
             title="Tool use",
+        ),
+        Text(
+            "agent_prompt",
+            "Which fields of a scenario is the agent shown?",
+            guide=(
+                "The agent's first message is made of these fields only; the rest of the row "
+                "(the answer, anything your reward checks) stays hidden from it. Name one or more "
+                "fields, separated by commas, or write `def render_prompt(scenario):` returning "
+                "the text."
+            ),
+            details=agent_prompt_details,
+            parse=parse_agent_prompt,
+            kind="text",
+            when=not_(WITH_ENVIRONMENT),
+            default=default_agent_prompt,
+            default_label="the recommended field",
+            accepts_files=(".py",),
+            display=agent_prompt_display,
+            caution=answer_shown_caution,
+            help=(
+                "Field names of your scenarios (`question`, or `question, context`), or Python "
+                "code defining `render_prompt(scenario)` that returns the agent's first message. "
+                "Never show the agent the field your reward compares its answer with."
+            ),
+            example="question",
+            title="What the agent sees",
         ),
         Text(
             "tools",
@@ -629,17 +688,90 @@ TRAIN_RL = Flow(
         Text(
             "tool_urls",
             "Which URL serves each tool?",
-            guide="One `tool_name: https://...` per line, or a JSON object of them.",
-            details=_tool_urls_details,
-            parse=v.tool_urls,
-            kind="text",
-            when=all_of(WITH_TOOLS, is_("tool_execution", "http")),
-            help=(
-                "The script POSTs each call's arguments as JSON to the tool's URL and gives the "
-                "response text to the agent."
+            guide=(
+                "One `tool_name: [METHOD] https://...` per line (POST when no method is given), or "
+                "a JSON object of them. Path parameters such as `{customer_id}` are filled per "
+                "call."
             ),
-            example="search: https://tools.internal/search",
+            details=_tool_urls_details,
+            parse=tool_endpoints,
+            kind="text",
+            when=HTTP_TOOLS,
+            help=(
+                "Each call goes to its tool's URL: arguments as JSON (POST, PUT, PATCH) or as the "
+                "query string (GET, DELETE); `{name}` in the path takes the call's argument of "
+                "that name, else the scenario's field (per-episode state, like a customer's id). "
+                "Every call carries the scenario's id in the `X-Scenario-Id` header. The response "
+                "text goes to the agent."
+            ),
+            example=(
+                "search: https://tools.internal/search\n"
+                "orders: GET https://crm.internal/customers/{customer_id}/orders"
+            ),
             title="Tool URLs",
+        ),
+        Text(
+            "tool_auth",
+            "Which header authenticates the tool calls, if any?",
+            guide=(
+                "`Name: value`, with `$VARIABLE` where the key goes: the script reads that "
+                "environment variable where training runs, so the key is never typed here. Reply "
+                "`skip` for none."
+            ),
+            parse=tool_auth,
+            kind="text",
+            when=HTTP_TOOLS,
+            default=lambda a: {},
+            default_label="no header",
+            display=tool_auth_display,
+            help=(
+                "For example `Authorization: Bearer $SUPPORT_API_KEY` or `X-Api-Key: $CRM_KEY`. "
+                "The training run stops at start with a clear message when the variable is not set."
+            ),
+            example="Authorization: Bearer $SUPPORT_API_KEY",
+            title="Tool authentication",
+        ),
+        Text(
+            "simulated_user",
+            "Should a simulated user talk with the agent?",
+            guide=(
+                "For conversation tasks (support, sales, tutoring): a model plays the person the "
+                "agent talks with. Write its instructions; `{field}` puts in that scenario's "
+                "field. The agent's replies go to it and its answers come back, until the agent "
+                "calls its final-answer tool, the simulated user is done, or the turn limit. "
+                "Reply `skip` for none: the agent's first answer without a tool ends the episode."
+            ),
+            parse=simulated_user,
+            kind="text",
+            when=WITH_TOOLS,
+            default=lambda a: {},
+            default_label="none",
+            display=simulated_user_display,
+            help=(
+                "Instructions for the model that plays the user, e.g. `You are a customer. Your "
+                "message: {message}. Answer the agent's questions briefly; you do not know your "
+                "order id.` It is told to reply `<done>` when the conversation is over."
+            ),
+            example=(
+                "You are a customer writing to support: {message} Answer the agent's questions "
+                "in a sentence; you are polite but impatient."
+            ),
+            title="Simulated user",
+        ),
+        Choice(
+            "simulated_user_model",
+            "Which model plays the simulated user?",
+            options=tuple(Option(m, m) for m in JUDGE_MODELS),
+            when=WITH_SIMULATED_USER,
+            recommend=lambda a: JUDGE_MODELS[-1],
+            recommend_reads=(),
+            other=judge_model_id,
+            other_hint="Or type another LiteLLM model id, e.g. `anthropic/claude-sonnet-4-5`.",
+            help=(
+                "Any LiteLLM model id; its provider's key must be set where training runs. A "
+                "cheaper model is usually enough to play a user."
+            ),
+            title="Simulated user's model",
         ),
         Text(
             "environment",
@@ -679,6 +811,41 @@ TRAIN_RL = Flow(
             ),
             title="Environment",
         ),
+        Choice(
+            "invalid_action",
+            "What happens when the agent's action is invalid?",
+            guide=(
+                "An action is invalid when your `apply_action` raises ValueError. Either way the "
+                'script counts them in `trajectory.metrics["invalid_actions"]`.'
+            ),
+            options=(
+                Option(
+                    "end",
+                    "End the episode",
+                    f"A programmatic reward scores it {INVALID_ACTION_REWARD}",
+                ),
+                Option(
+                    "continue",
+                    "Tell the agent and go on",
+                    "The error comes with the next observation",
+                ),
+            ),
+            when=WITH_ENVIRONMENT,
+            recommend=lambda a: "end",
+            recommend_reads=(),
+            recommend_reason=lambda a: (
+                "Ending at a penalty is what ART's own games (2048, tic-tac-toe) do: a clear "
+                "signal. Going on suits long games where one slip should not cost the episode."
+            ),
+            help=(
+                f"End: the episode stops at the invalid action, and a programmatic reward gives "
+                f"it {INVALID_ACTION_REWARD} (RULER's judge sees where it stopped). Go on: the "
+                "agent's next message starts with `Your last action was invalid: <your error>`, "
+                "the turn still counts toward the turn limit, and your reward decides what the "
+                "invalid actions cost."
+            ),
+            title="Invalid actions",
+        ),
         Text(
             "episode_end",
             "When does an episode end?",
@@ -698,14 +865,18 @@ TRAIN_RL = Flow(
         Text(
             "max_turns",
             "At most how many turns may an episode take?",
-            guide="A whole number from 1 to 100: the episode stops there even if it is not over.",
-            parse=v.int_in(1, 100),
+            guide=(
+                f"A whole number from 1 to {MAX_TURNS:,}: the episode stops there even if it is "
+                "not over (a game of 2048 takes about 150 moves to reach 256)."
+            ),
+            parse=v.int_in(1, MAX_TURNS),
             kind="number",
             when=MULTI_TURN,
             default=lambda a: 10,
             default_label="10",
             help=(
-                "A whole number from 1 to 100; the episode stops there even if it is not finished."
+                f"A whole number from 1 to {MAX_TURNS:,}; the episode stops there even if it is "
+                "not finished. Each turn is one reply of the agent."
             ),
             example="10",
             title="Max turns",
@@ -735,6 +906,7 @@ TRAIN_RL = Flow(
             parse=v.reward_logic(rollout_pattern),
             kind="code",
             when=ASKS_REWARD_LOGIC,
+            caution=answer_shown_caution,
             accepts_files=(".py",),
             display=_code_display,
             help=(
@@ -787,9 +959,42 @@ TRAIN_RL = Flow(
             when=WITH_RULER,
             recommend=lambda a: JUDGE_MODELS[0],
             recommend_reads=(),
-            other=v.litellm_model_id,
+            other=judge_model_id,
+            caution=judge_caution,
             other_hint="Or type another LiteLLM model id, e.g. `anthropic/claude-sonnet-4-5`.",
+            help=(
+                "The listed judges are current OpenAI models; `openai/gpt-5.4-mini` is the cheaper "
+                "one. Another LiteLLM id works too, with its provider's key where the training "
+                "runs. A model OpenAI has shut down is refused, and one it has deprecated is taken "
+                "with a warning."
+            ),
             title="Judge model",
+        ),
+        Text(
+            "ruler_rubric",
+            "Which rubric should RULER's judge score by?",
+            guide=(
+                "`default` takes ART's rubric: a trajectory that reaches its goal scores well "
+                "above one that does not, a more efficient one above a less efficient one, with "
+                "partial credit for progress. Or paste your own, e.g. a bulleted list of what "
+                "makes one trajectory better than another. Your task and when an episode ends are "
+                "added to either."
+            ),
+            parse=v.text(min_len=20, max_len=v.MAX_TEXT_CHARS),
+            when=WITH_RULER,
+            default=lambda a: "",
+            default_label="ART's default rubric",
+            display=lambda value: "ART's default rubric" if not value else _first_line(value),
+            help=(
+                "RULER's judge reads the rubric with the trajectories of a group and scores each "
+                "from 0 to 1. Say `default` for ART's, or write yours as plain text."
+            ),
+            example=(
+                "- A correct final answer matters most; a wrong one scores below 0.2.\n"
+                "- Among correct answers, fewer tool calls score higher.\n"
+                "- Never reward an answer the tools did not support."
+            ),
+            title="RULER rubric",
         ),
         Choice(
             "train_split",
@@ -833,6 +1038,7 @@ TRAIN_RL = Flow(
             when=not_(FROM_GENERATOR),
             recommend=lambda a: "held_out",
             recommend_reads=(),
+            details=_validation_details,
             help="Validation logs val/reward, which picks the best checkpoint to keep.",
             title="Validation",
         ),
@@ -938,7 +1144,7 @@ TRAIN_RL = Flow(
             "Use the default hyperparameters, or customize them?",
             guide=(
                 "The defaults: learning rate 1e-5, 4 rollouts per group, 2 groups per step, 50 "
-                "steps (open-ended loop) or 3 epochs (dataset loop)."
+                "steps (open-ended loop) or 3 epochs (dataset loop), replies of up to 1024 tokens."
             ),
             options=(
                 Option("defaults", "Use defaults"),
@@ -990,6 +1196,16 @@ TRAIN_RL = Flow(
                     v.float_in(0.1, 0.95),
                     when=is_("backend", "local"),
                     hint="0.1 to 0.95; lower it after a CUDA out-of-memory error.",
+                ),
+                _hyperparameter(
+                    "max_completion_tokens",
+                    "Completion tokens per reply",
+                    v.int_in(16, 32_768),
+                    hint=(
+                        "16 to 32768: the longest reply the agent may write, each turn. Raise it "
+                        "for a model that thinks before it answers; a reply cut off is scored as "
+                        "it is."
+                    ),
                 ),
             ),
             help=(

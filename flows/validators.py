@@ -235,24 +235,10 @@ def parse_rows(value: str) -> list[dict[str, Any]]:
     return rows
 
 
-def scenario_rows(required_field: Callable[[Answers], str | None]) -> Parse:
-    """Rows where every row has the text field the rollout reads (e.g. `prompt`)."""
-
-    def parse(value: str, answers: Answers) -> list[dict[str, Any]]:
-        rows = parse_rows(value)
-        field = required_field(answers)
-        if field is not None:
-            for index, row in enumerate(rows, 1):
-                content = row.get(field)
-                if not isinstance(content, str) or not content.strip():
-                    raise InvalidAnswer(
-                        f"Scenario {index} has no “{field}” text: every scenario needs a "
-                        f"non-empty string “{field}” (the message the agent gets), e.g. "
-                        f'{{"{field}": "What is 17 * 3?", "answer": "51"}}.'
-                    )
-        return rows
-
-    return parse
+def scenario_rows(value: str, answers: Answers) -> list[dict[str, Any]]:
+    """Scenario rows; which of their fields the agent is shown is a question of its own
+    (flows.agent_prompt)."""
+    return parse_rows(value)
 
 
 def tool_schemas(value: str, answers: Answers) -> list[dict[str, Any]]:
@@ -328,38 +314,6 @@ def _check_parameters(name: str, parameters: Any) -> None:
     required = parameters.get("required", [])
     if not isinstance(required, list) or any(r not in properties for r in required):
         raise InvalidAnswer(f'Tool “{name}”: "required" must list names from "properties".')
-
-
-def tool_urls(value: str, answers: Answers) -> dict[str, str]:
-    """One http(s) URL per tool: a JSON object, or `name: url` lines."""
-    final = answers.get("final_answer_tool")  # ends the episode; never called over HTTP
-    names = [
-        t["function"]["name"] for t in answers.get("tools", []) if t["function"]["name"] != final
-    ]
-    stripped = value.strip()
-    if stripped.startswith("{"):
-        loaded = load_json(stripped, "JSON")
-        if not isinstance(loaded, dict) or not all(isinstance(v, str) for v in loaded.values()):
-            raise InvalidAnswer("Expected a JSON object mapping each tool name to its URL.")
-        pairs = dict(loaded)
-    else:
-        pairs = {}
-        for line in stripped.splitlines():
-            if not line.strip():
-                continue
-            name, sep, url = line.partition(":")
-            if not sep or not url.strip():
-                raise InvalidAnswer(f"“{line[:60]}” is not `tool_name: https://...`.")
-            pairs[name.strip()] = url.strip()
-    unknown = sorted(set(pairs) - set(names))
-    if unknown:
-        raise InvalidAnswer(
-            f"There is no tool named {', '.join(unknown)[:200]}; the tools are {', '.join(names)}."
-        )
-    missing = [n for n in names if n not in pairs]
-    if missing:
-        raise InvalidAnswer(f"Give a URL for every tool; missing: {', '.join(missing)}.")
-    return {name: http_url(url) for name, url in pairs.items()}
 
 
 # ---- code --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import shutil
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -100,6 +101,28 @@ def choose_interpreter(script: Path, choice: EnvironmentChoice, cache_dir: Path)
     )
 
 
+# The script's constants that name an environment variable holding a key it needs (the HTTP
+# tools' header: templates/train_rl/partials/tools_http.py.j2).
+KEY_VARIABLE_CONSTANTS = ("TOOL_AUTH_VARIABLE",)
+
+
+def keys_read_from_environment(script: Path) -> list[str]:
+    """The variables the script reads keys from, by its constants: each gets a placeholder."""
+    try:
+        module = ast.parse(script.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError, RecursionError):
+        return []
+    return [
+        node.value.value
+        for node in module.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id in KEY_VARIABLE_CONSTANTS for t in node.targets)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and node.value.value.isidentifier()
+    ]
+
+
 def dryrun_environment(
     base: Mapping[str, str],
     *,
@@ -109,6 +132,7 @@ def dryrun_environment(
     home: Path | None = None,
     pycache: Path | None = None,
     stacks_at: float | None = None,
+    script_variables: Iterable[str] = (),
 ) -> dict[str, str]:
     """The child's environment, built from nothing: no value of `base` reaches it.
 
@@ -118,6 +142,7 @@ def dryrun_environment(
     """
     placeholders = {name: SECRET_PLACEHOLDER for name in base if SECRET_VARIABLE.search(name)}
     placeholders.update(dict.fromkeys(JUDGE_KEY_NAMES, SECRET_PLACEHOLDER))
+    placeholders.update(dict.fromkeys(script_variables, SECRET_PLACEHOLDER))
     env = sandbox_environment(home or record_path.parent, placeholders)
     package_root = str(PACKAGE_ROOT)
     env.update(
@@ -290,6 +315,7 @@ def dryrun_script(
                         home=cwd,
                         pycache=pycache,
                         stacks_at=time.time() + max(0.0, timeout_s - STACK_DUMP_WAIT_S),
+                        script_variables=keys_read_from_environment(script),
                     ),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,

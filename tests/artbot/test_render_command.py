@@ -38,7 +38,9 @@ def test_valid_answers_render_the_script_where_asked(
 
     assert status == 0
     assert capsys.readouterr().out == "wrote rl_train.py\n"
-    assert (workdir / "rl_train.py").read_text() == render_script(ANSWERS)
+    script = (workdir / "rl_train.py").read_text()
+    assert script == render_script(ANSWERS, "rl_train.py")
+    assert "Run it with `uv run rl_train.py`." in script
 
 
 def test_the_script_is_named_after_the_run_by_default(workdir: Path) -> None:
@@ -46,7 +48,8 @@ def test_the_script_is_named_after_the_run_by_default(workdir: Path) -> None:
 
     assert main(["render", "--answers", "answers.json"]) == 0
 
-    assert (workdir / f"{ANSWERS['run_name']}.py").is_file()
+    script = workdir / f"{ANSWERS['run_name']}.py"
+    assert f"Run it with `uv run {script.name}`." in script.read_text()
 
 
 def test_check_runs_the_script_checks(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -136,7 +139,7 @@ def test_a_file_artbot_did_not_write_is_only_replaced_with_force(
     assert "rl_train.py exists and was not written by artbot" in capsys.readouterr().err
     assert mine.read_text() == "# my own training script\n"
     assert main(["render", "--answers", "answers.json", "--out", "rl_train.py", "--force"]) == 0
-    assert mine.read_text() == render_script(ANSWERS)
+    assert mine.read_text() == render_script(ANSWERS, "rl_train.py")
 
 
 def test_rendering_again_after_a_change_keeps_the_previous_script(

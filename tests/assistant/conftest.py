@@ -27,6 +27,7 @@ SINGLE_TURN_TO_VALIDATION = [
     "skip",
     "ruler",
     "1",
+    "default",  # RULER's rubric: ART's
     "all",
 ]
 TO_BASE_MODEL = [*SINGLE_TURN_TO_VALIDATION, "none"]

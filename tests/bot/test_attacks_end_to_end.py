@@ -485,6 +485,7 @@ def to_the_reward_code(person: Person, model: FakeOpenAI) -> None:
     model.script(NO_ADVICE)
     person.answer(f"```\n{ROWS}\n```")
     person.answer("skip")
+    person.answer("default")  # what the agent sees
     person.answer("Programmatic")
     assert person.step() == "reward_logic"
 

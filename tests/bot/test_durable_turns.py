@@ -402,6 +402,7 @@ WIZARD_UP_TO_THE_LAST_ANSWER = [
     "Paste them here",
     f"```\n{ROWS}\n```",
     "skip",
+    "default",  # what the agent sees
     "RULER",
     "openai/gpt-5.4",
     "All scenarios",

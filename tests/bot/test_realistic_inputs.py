@@ -22,6 +22,7 @@ from tests.fakes.slack_api import FakeSlack
 from tests.flows.matrix import MATH_ROWS
 from tests.flows.realistic import REALISTIC
 from tests.flows.realistic_agents import email_agent
+from tests.flows.realistic_tasks import art_e, support_agent_with_a_customer
 
 ESCAPING_TASK = "Q&A: is 3 < 5 && 7 > 2? Answer «yes» or «no» — “quoted” or 'single'."
 ESCAPING_ROWS = [
@@ -52,6 +53,8 @@ def compute_reward(scenario, answer, trajectory):
 CORPUS: dict[str, dict[str, Any]] = {
     **REALISTIC,
     "email-agent": email_agent(),
+    "art-e": art_e(),
+    "support-agent": support_agent_with_a_customer("https://crm.internal"),
     "escaping": {
         **REALISTIC["math-reward"],
         "task": ESCAPING_TASK,
@@ -69,6 +72,8 @@ def as_reply(value: Any) -> str:
     stored as `{"kind": "function", "code": ...}` is typed as its code)."""
     if isinstance(value, dict) and value.get("kind") in ("function", "expression"):
         value = value["code"]
+    if value == "":
+        return "default"  # an optional answer left empty (a rubric): its default, as replay reads it
     if isinstance(value, str):
         return f"```\n{value}\n```" if "\n" in value else value
     if isinstance(value, list | dict):

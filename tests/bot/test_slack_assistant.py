@@ -77,8 +77,10 @@ def to_the_base_model(user: SlackUser, model: FakeOpenAI) -> None:
     model.script(NO_ADVICE)
     user.reply(f"```\n{ROWS}\n```")
     user.reply("skip")
+    user.reply("default")  # what the agent sees
     user.click("RULER")
     user.click("openai/gpt-5.4")
+    user.reply("default")  # RULER's rubric: ART's
     user.click("All scenarios")
     user.click("Hold out a fraction")
     user.reply("0.25")

@@ -90,6 +90,7 @@ def to_the_reward_code(user: SlackUser) -> None:
     user.click("Paste them here")
     user.reply(f"```\n{ROWS}\n```")
     user.reply("skip")
+    user.reply("default")  # what the agent sees
     user.click("Programmatic")
     assert user.asked() == "reward_logic"
 
@@ -235,6 +236,7 @@ def test_the_tools_drafted_in_a_thread_are_stored_on_use_it(
     owner.reply(f"```\n{json.dumps(INBOX_ROWS)}\n```")
     owner.reply("skip")
     owner.click("Yes, it calls tools")
+    owner.reply("default")  # what the agent sees
     assert owner.asked() == "tools"
     model.script(Scripted.json({"tools_json": json.dumps(INBOX_TOOLS), "summary": "Search."}))
 

@@ -37,6 +37,7 @@ def answer_until_the_reward_code(user: SlackUser, task: str) -> None:
     user.click("Paste them here")
     user.reply(f"```\n{ROWS}\n```")
     user.reply("skip")
+    user.reply("default")  # what the agent sees
     user.click("Programmatic")
 
 
@@ -126,6 +127,7 @@ def test_uploaded_files_are_raw_bytes_never_unescaped(
     drop(user, fake, "rows.jsonl", jsonl)
     assert stored_answers(user)["scenario_rows"] == rows
     user.reply("skip")
+    user.reply("default")  # what the agent sees
     user.click("Programmatic")
     drop(user, fake, "reward.py", code.encode())
     assert stored_answers(user)["reward_logic"] == {"kind": "function", "code": code}

@@ -64,7 +64,8 @@ def test_a_recommendation_is_shown_on_its_question_and_counts_only_when_picked(
     assert set(stored.session.advice) == {"reward"}  # the invented judge model was dropped
     assert "reward" not in stored_answers(user)
 
-    user.reply("skip")  # the system prompt; then the reward question
+    user.reply("skip")  # the system prompt
+    user.reply("default")  # what the agent sees; then the reward question
 
     question = user.open_question()
     assert f"The assistant recommends this: {CHECKABLE} Please confirm." in question.text

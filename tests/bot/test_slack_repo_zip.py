@@ -60,6 +60,7 @@ def to_the_tools(user: SlackUser, model: FakeOpenAI) -> None:
     user.reply(f"```\n{json.dumps(INBOX_ROWS)}\n```")
     user.reply("skip")
     user.click("Yes, it calls tools")
+    user.reply("default")  # what the agent sees
     assert user.asked() == "tools"
     model.requests.clear()
 

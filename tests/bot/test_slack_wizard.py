@@ -35,15 +35,17 @@ OTHER_USER = "U0OTHER"
 
 def answer_through_the_ruler_judge(user: SlackUser) -> None:
     """A single-turn RULER wizard on inline rows, with buttons and thread replies, up to and
-    including the judge model."""
+    including the judge model and its rubric."""
     user.click("Only logged or static scenarios")
     user.click("Single-turn")
     user.reply("Answer arithmetic questions with only the final number.")
     user.click("Paste them here")
     user.reply(f"```\n{ROWS}\n```")
     user.reply("skip")
+    user.reply("default")  # what the agent sees
     user.click("RULER")
     user.click("openai/gpt-5.4")
+    user.reply("default")  # RULER's rubric: ART's
 
 
 def answer_single_turn_ruler(user: SlackUser) -> None:

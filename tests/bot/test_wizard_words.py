@@ -94,8 +94,10 @@ def test_a_whole_wizard_reads_as_words_with_steady_progress_and_an_edit_menu(
     user.click("Paste them here")
     user.reply(f"```\n{ROWS}\n```")
     user.reply("skip")
+    user.reply("default")  # what the agent sees
     user.click("RULER")
     user.click("openai/gpt-5.4")
+    user.reply("default")  # RULER's rubric: ART's
     user.click("All scenarios")
     user.click("Hold out a fraction")
     user.reply("0.25")

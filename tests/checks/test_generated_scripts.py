@@ -56,19 +56,27 @@ def extra_variants(data_dir: Path) -> dict[str, dict[str, Any]]:
         val_max_groups=2,
     )
     files.pop("scenario_rows")
+    # A long game (over 100 turns) that tells the agent its invalid moves and plays on.
     fraction = answers_for("game", "programmatic", "open_ended", "local", True)
     fraction.update(
         train_split="fraction",
         train_fraction=0.5,
+        invalid_action="continue",
+        max_turns=150,
         hyperparameters="customize",
         hyperparameter_values={
             "rollouts_per_group": 3,
             "learning_rate": 2e-5,
             "gpu_memory_utilization": 0.5,
+            "max_completion_tokens": 2048,
         },
     )
     http_tools = answers_for("tools", "ruler", "dataset", "local", True)
-    http_tools.update(tool_execution="http", tool_urls={"add": "http://127.0.0.1:9/add"})
+    http_tools.update(
+        tool_execution="http",
+        tool_urls={"add": "http://127.0.0.1:9/add"},
+        ruler_rubric="- A correct sum scores 1.\n- Fewer tool calls score higher.",
+    )
     http_tools.pop("tool_code")
     # HTTP tools with a final-answer tool of one parameter: the answer comes without HTTP.
     http_final = answers_for("tools", "programmatic", "open_ended", "serverless", False)

@@ -97,23 +97,28 @@ def answers_for(
         "hyperparameters": "defaults",
         "iteration": loop,
     }
+    if pattern != "game":
+        answers["agent_prompt"] = {"fields": ["prompt"]}
     if pattern != "single":
         answers["uses_tools"] = "yes" if pattern == "tools" else "no"
         answers["episode_end"] = "When the agent answers or the turn limit is reached."
         answers["max_turns"] = 4
     if pattern == "tools":
+        answers["simulated_user"] = {}
         answers["tools"] = TOOLS
         answers["final_answer_tool"] = "none"
         answers["tool_execution"] = "local"
         answers["tool_code"] = TOOL_CODE
     if pattern == "game":
         answers["environment"] = ENVIRONMENT
+        answers["invalid_action"] = "end"
     if reward in ("programmatic", "custom"):
         answers["reward_logic"] = REWARD_BY_PATTERN[pattern]
     if reward == "custom":
         answers["reward_mix"] = 0.5
     if reward in ("ruler", "custom"):
         answers["judge_model"] = "openai/gpt-5.4"
+        answers["ruler_rubric"] = ""  # ART's default
     if validation:
         answers["val_fraction"] = 0.25
         answers["val_every"] = 2

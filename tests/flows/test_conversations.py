@@ -11,6 +11,7 @@ from tests.flows.conversation import Conversation
 from tests.flows.matrix import ENVIRONMENT, MATH_ROWS, TOOL_CODE, TOOLS, answers_for
 
 ROWS_JSONL = "\n".join(json.dumps(row) for row in MATH_ROWS)
+GUESS_RUBRIC = "- A win always beats a loss.\n- Among wins, fewer guesses score higher."
 
 
 def single_turn_ruler_up_to_reward() -> Conversation:
@@ -22,7 +23,8 @@ def single_turn_ruler_up_to_reward() -> Conversation:
             ("Answer arithmetic questions with only the number.", "scenario_source"),
             ("1", "scenario_rows"),
             (ROWS_JSONL, "system_prompt"),
-            ("skip", "reward"),
+            ("skip", "agent_prompt"),
+            ("default", "reward"),
         ]
     )
     return chat
@@ -33,7 +35,8 @@ def test_single_turn_with_ruler_asks_every_question_in_order_and_completes() -> 
     chat.play(
         [
             ("ruler", "judge_model"),
-            ("openai/o4-mini", "train_split"),
+            ("openai/gpt-5.4-mini", "ruler_rubric"),
+            ("default", "train_split"),
             ("all", "val_split"),
             ("held_out", "val_fraction"),
             ("0.25", "val_every"),
@@ -49,7 +52,8 @@ def test_single_turn_with_ruler_asks_every_question_in_order_and_completes() -> 
     )
     done = chat.completed()
     assert done is not None and chat.session.status == "complete"
-    assert done.answers["judge_model"] == "openai/o4-mini"
+    assert done.answers["judge_model"] == "openai/gpt-5.4-mini"
+    assert done.answers["ruler_rubric"] == ""  # ART's default rubric
     assert done.answers["scenario_rows"] == MATH_ROWS
     assert done.answers["project"] == "rl-project"
     assert done.answers["val_every"] == 10 and done.answers["val_max_groups"] == 4
@@ -65,7 +69,8 @@ def test_a_run_name_a_module_has_is_refused_with_why_and_a_project_name_is_not()
     chat.play(
         [
             ("ruler", "judge_model"),
-            ("openai/o4-mini", "train_split"),
+            ("openai/gpt-5.4-mini", "ruler_rubric"),
+            ("default", "train_split"),
             ("all", "val_split"),
             ("held_out", "val_fraction"),
             ("0.25", "val_every"),
@@ -100,11 +105,17 @@ def test_ruler_is_explained_once_when_the_reward_question_is_first_asked() -> No
             ("Classify support tickets by urgency.", "scenario_source"),
         ]
     )
-    chat.play([("runner_file", "scenarios_path"), ("/data/tickets.jsonl", "system_prompt")])
-    chat.say("skip")
+    chat.play(
+        [
+            ("runner_file", "scenarios_path"),
+            ("/data/tickets.jsonl", "system_prompt"),
+            ("skip", "agent_prompt"),
+        ]
+    )
+    chat.say("ticket")
     assert RULER_NOTE in chat.notices()
     chat.say("back")
-    chat.say("skip")
+    chat.say("keep")
     assert chat.asking() == "reward"
     assert RULER_NOTE not in chat.notices()
 
@@ -119,11 +130,13 @@ def test_multi_turn_with_tools_and_programmatic_reward() -> None:
             ("inline", "scenario_rows"),
             (json.dumps(MATH_ROWS), "system_prompt"),
             ("You are a careful calculator agent.", "uses_tools"),
-            ("yes", "tools"),
+            ("yes", "agent_prompt"),
+            ("default", "tools"),
             (json.dumps(TOOLS), "final_answer_tool"),
             ("none", "tool_execution"),
             ("local", "tool_code"),
-            (f"```python\n{TOOL_CODE}```", "episode_end"),
+            (f"```python\n{TOOL_CODE}```", "simulated_user"),
+            ("skip", "episode_end"),
             ("When the agent answers without calling a tool.", "max_turns"),
             ("6", "reward"),
             ("programmatic", "reward_logic"),
@@ -169,7 +182,8 @@ def test_multi_turn_game_loop_with_custom_reward_on_serverless() -> None:
             ('[{"target": 3}, {"target": 7}]', "system_prompt"),
             ("skip", "uses_tools"),
             ("no", "environment"),
-            (ENVIRONMENT, "episode_end"),
+            (ENVIRONMENT, "invalid_action"),
+            ("Tell the agent and go on", "episode_end"),
             ("When the number is guessed or after five guesses.", "max_turns"),
             ("default", "reward"),
             ("custom", "reward_logic"),
@@ -179,7 +193,8 @@ def test_multi_turn_game_loop_with_custom_reward_on_serverless() -> None:
                 "reward_mix",
             ),
             ("0.3", "judge_model"),
-            ("anthropic/claude-sonnet-4-5", "train_split"),
+            ("anthropic/claude-sonnet-4-5", "ruler_rubric"),
+            (GUESS_RUBRIC, "train_split"),
             ("all", "val_split"),
             ("none", "base_model"),
             ("Qwen/Qwen3-30B-A3B-Instruct-2507", "project"),
@@ -196,6 +211,8 @@ def test_multi_turn_game_loop_with_custom_reward_on_serverless() -> None:
     assert done.answers["judge_model"] == "anthropic/claude-sonnet-4-5"  # another LiteLLM id
     assert done.answers["reward_logic"]["kind"] == "function"
     assert done.answers["reward_mix"] == 0.3
+    assert done.answers["ruler_rubric"] == GUESS_RUBRIC
+    assert done.answers["invalid_action"] == "continue"
     assert done.answers["iteration"] == "dataset"  # 1 = the recommended option for fixed data
 
 
@@ -204,7 +221,8 @@ def test_customized_hyperparameters_loop_until_done() -> None:
     chat.play(
         [
             ("ruler", "judge_model"),
-            ("1", "train_split"),
+            ("1", "ruler_rubric"),
+            ("default", "train_split"),
             ("fraction", "train_fraction"),
             ("0.5", "val_split"),
             ("none", "base_model"),
@@ -228,11 +246,17 @@ def test_customized_hyperparameters_loop_until_done() -> None:
     assert chat.problem() is None and chat.asking() == "hyperparameter_values"
     chat.say("1")  # the first field: learning rate
     chat.say("3e-5")
+    assert any(o.label == "Completion tokens per reply: 1024" for o in chat.asked().options)  # type: ignore[union-attr]
+    chat.say("Completion tokens per reply")
+    chat.say("8")
+    assert "out of range: give a number from 16 to 32768" in chat.problem()  # type: ignore[operator]
+    chat.say("4096")  # room to think before answering
     chat.say("done")
     assert chat.asking() == "iteration"
     assert chat.session.answers["hyperparameter_values"] == {
         "rollouts_per_group": 8,
         "learning_rate": 3e-5,
+        "max_completion_tokens": 4096,
     }
     chat.say("dataset")
     assert chat.completed() is not None
@@ -241,7 +265,7 @@ def test_customized_hyperparameters_loop_until_done() -> None:
 def test_back_edit_restart_and_cancel() -> None:
     chat = single_turn_ruler_up_to_reward()
     chat.say("back")
-    assert chat.asking() == "system_prompt"
+    assert chat.asking() == "agent_prompt"
     asked = chat.asked()
     assert asked is not None and "Current answer" in asked.text
     chat.say("keep")
@@ -282,11 +306,19 @@ def test_editing_after_completion_reopens_and_completes_again() -> None:
             ("Answer arithmetic questions with the number.", "scenario_source"),
         ]
     )
-    chat.play([("inline", "scenario_rows"), (ROWS_JSONL, "system_prompt"), ("skip", "reward")])
+    chat.play(
+        [
+            ("inline", "scenario_rows"),
+            (ROWS_JSONL, "system_prompt"),
+            ("skip", "agent_prompt"),
+            ("default", "reward"),
+        ]
+    )
     chat.play(
         [
             ("ruler", "judge_model"),
-            ("1", "train_split"),
+            ("1", "ruler_rubric"),
+            ("default", "train_split"),
             ("all", "val_split"),
             ("none", "base_model"),
         ]
@@ -312,7 +344,8 @@ def test_editing_after_completion_reopens_and_completes_again() -> None:
 
 def test_cancel_after_the_script_was_generated_does_not_say_nothing_was() -> None:
     chat = single_turn_ruler_up_to_reward()
-    chat.play([("ruler", "judge_model"), ("1", "train_split"), ("all", "val_split")])
+    chat.play([("ruler", "judge_model"), ("1", "ruler_rubric"), ("default", "train_split")])
+    chat.play([("all", "val_split")])
     chat.play([("none", "base_model"), ("1", "project"), ("default", "run_name")])
     chat.play([("r-001", "backend"), ("local", "hyperparameters"), ("defaults", "iteration")])
     chat.play([("dataset", None)])
@@ -377,7 +410,8 @@ def test_a_session_resumed_while_a_setting_is_asked_asks_that_setting_again() ->
     chat.play(
         [
             ("ruler", "judge_model"),
-            ("1", "train_split"),
+            ("1", "ruler_rubric"),
+            ("default", "train_split"),
             ("all", "val_split"),
             ("none", "base_model"),
         ]
@@ -403,8 +437,11 @@ def test_a_session_resumed_while_a_setting_is_asked_asks_that_setting_again() ->
 
 def test_another_judge_model_is_not_mistaken_for_a_listed_one_by_prefix() -> None:
     chat = single_turn_ruler_up_to_reward()
-    chat.play([("ruler", "judge_model"), ("openai/gpt-5", "train_split")])
-    assert chat.session.answers["judge_model"] == "openai/gpt-5"
+    # `openai/gpt-5.4` is a prefix of the listed `openai/gpt-5.4-mini`, and is listed itself.
+    chat.play([("ruler", "judge_model"), ("openai/gpt-5.4", "ruler_rubric")])
+    assert chat.session.answers["judge_model"] == "openai/gpt-5.4"
+    chat.play([("back", "judge_model"), ("openai/gpt-5.4-pro", "ruler_rubric")])
+    assert chat.session.answers["judge_model"] == "openai/gpt-5.4-pro"
 
 
 def test_the_reward_recommended_is_programmatic_where_the_outcome_is_explicit() -> None:

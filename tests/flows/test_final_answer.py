@@ -28,7 +28,8 @@ def conversation_at_the_final_answer_question(tools: list[dict[str, Any]]) -> Co
             ("inline", "scenario_rows"),
             (json.dumps(MATH_ROWS), "system_prompt"),
             ("skip", "uses_tools"),
-            ("yes", "tools"),
+            ("yes", "agent_prompt"),
+            ("default", "tools"),
             (json.dumps(tools), "final_answer_tool"),
         ]
     )
@@ -166,12 +167,12 @@ def test_a_single_argument_is_the_answer_itself_and_a_defined_tool_checks_it(
     )
     script = load_script(render_script(answers), tmp_path, "one_argument_script")
 
-    assert asyncio.run(script.read_final_answer('{"total": 7}')) == ("7", "")
-    assert asyncio.run(script.read_final_answer("{}")) == (
+    assert asyncio.run(script.read_final_answer('{"total": 7}', {})) == ("7", "")
+    assert asyncio.run(script.read_final_answer("{}", {})) == (
         None,
         "Error: the argument 'total' is missing.",
     )
-    assert asyncio.run(script.read_final_answer('{"total": -1}')) == (
+    assert asyncio.run(script.read_final_answer('{"total": -1}', {})) == (
         None,
         "Error: ValueError: the sum of two small numbers is not negative",
     )

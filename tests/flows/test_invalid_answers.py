@@ -23,13 +23,16 @@ def session_at(step_id: str, **overrides: Any) -> Session:
         "tool_execution",
         "tool_code",
         "tool_urls",
+        "tool_auth",
+        "simulated_user",
+        "simulated_user_model",
         "episode_end",
         "max_turns",
     ):
         answers = answers_for("tools", "programmatic", "dataset", "local", True)
-    if step_id == "environment":
+    if step_id in ("environment", "invalid_action"):
         answers = answers_for("game", "programmatic", "dataset", "local", True)
-    if step_id in ("reward_mix", "judge_model"):
+    if step_id in ("reward_mix", "judge_model", "ruler_rubric"):
         answers = answers_for("single", "custom", "dataset", "local", True)
     answers.update(overrides)
     order = [step.id for step in TRAIN_RL.steps]
@@ -67,6 +70,8 @@ YAML_REWARD = {
         ),
     }
 }
+CUSTOMER = "You are a customer who wants to add {prompt} up, in a hurry."
+HTTP_TOOL = {"tool_execution": "http", "tool_urls": {"add": "POST https://example.com/add"}}
 DEEP = "[" * 50_000 + "]" * 50_000
 BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     # step, reply, what the error must say, answers that set the scene
@@ -81,7 +86,15 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("scenario_rows", '{"prompt": "a"}\n{"prompt": ', "Line 2 of the JSONL", {}),
     ("scenario_rows", "[1, 2]", "Item 1 is int", {}),
     ("scenario_rows", "[]", "no scenarios", {}),
-    ("scenario_rows", '{"answer": "4"}', "no “prompt” text", {}),
+    ("agent_prompt", "question", "“question” is not a field of your scenarios", {}),
+    ("agent_prompt", "prompt; answer", "is not a field name", {}),
+    (
+        "agent_prompt",
+        "default",
+        "None of your scenarios' fields is named like a prompt (`answer`)",
+        {"scenario_rows": [{"answer": "4"}]},
+    ),
+    ("agent_prompt", "def render_prompt():\n    return 'x'", "does not match", {}),
     ("scenario_rows", '[{"prompt": "a", "x": NaN}]', "NaN is not valid JSON", {}),
     ("scenario_rows", DEEP, "nested too deeply", {}),
     ("scenario_rows", "1" * 5000, "not usable JSON", {}),
@@ -168,10 +181,27 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("tool_urls", "add: ftp://example.com/add", "not an http(s) URL", {"tool_execution": "http"}),
     ("tool_urls", "sub: https://example.com/sub", "no tool named sub", {"tool_execution": "http"}),
     ("tool_urls", "{}", "missing: add", {"tool_execution": "http"}),
+    (
+        "tool_urls",
+        "add: GET https://example.com/add/{x}",
+        "`{x}` in add's URL is neither",
+        {"tool_execution": "http"},
+    ),
+    ("tool_auth", "Authorization: Bearer", "exactly one environment variable", HTTP_TOOL),
+    ("tool_auth", "Content-Type: $KEY", "set by the HTTP client", HTTP_TOOL),
+    ("simulated_user", "A customer.", "Describe who the simulated user is", {}),
+    ("simulated_user", CUSTOMER.replace("{prompt}", "{sum}"), "`{sum}` is not a field", {}),
+    (
+        "simulated_user_model",
+        "openai/o4-mini",
+        "shut `openai/o4-mini` down",
+        {"simulated_user": {"instructions": CUSTOMER}},
+    ),
     ("environment", "def create_game(s):\n    return {}", "`render_observation`", {}),
     ("episode_end", "ab", "too short", {}),
     ("max_turns", "0", "out of range", {}),
-    ("max_turns", "101", "out of range", {}),
+    ("max_turns", "1001", "out of range: give a number from 1 to 1000", {}),
+    ("invalid_action", "skip it", "not one of the options", {}),
     ("max_turns", "ten", "is not a number", {}),
     ("max_turns", "1.5", "not a whole number", {}),
     ("max_turns", "1e400", "must be finite", {}),
@@ -206,6 +236,9 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("extra_packages", '["pyyaml", 3]', "a JSON list of requirement strings", YAML_REWARD),
     ("reward_mix", "2", "out of range", {}),
     ("judge_model", "gpt 5", "not a LiteLLM model id", {}),
+    ("judge_model", "openai/o4-mini", "OpenAI shut `openai/o4-mini` down on 2026-10-23", {}),
+    ("judge_model", "OpenAI/O1", "every call RULER makes to it would fail", {}),
+    ("ruler_rubric", "be strict", "too short", {}),
     ("train_fraction", "0", "out of range", {"train_split": "fraction"}),
     ("train_fraction", "1.5", "out of range", {"train_split": "fraction"}),
     ("val_fraction", "1", "out of range", {}),
@@ -317,6 +350,8 @@ SCENES: dict[str, dict[str, Any]] = {
     "val_source": {"val_split": "separate"},
     "tool_code": {"tool_execution": "local"},
     "tool_urls": {"tool_execution": "http"},
+    "tool_auth": HTTP_TOOL,
+    "simulated_user_model": {"simulated_user": {"instructions": CUSTOMER}},
     "hyperparameter_values": {"hyperparameters": "customize"},
     "extra_packages": YAML_REWARD,
 }

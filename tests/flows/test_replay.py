@@ -113,10 +113,10 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str, str]] = [
     ("short task", {"task": "math"}, "task", "too short"),
     ("bad JSON rows", {"scenario_rows": "[{"}, "scenario_rows", "not valid JSON"),
     (
-        "rows without prompts",
+        "rows without the field the agent is shown",
         {"scenario_rows": [{"question": "1+1"}]},
-        "scenario_rows",
-        "no “prompt” text",
+        "agent_prompt",
+        "“prompt” is not a field of your scenarios",
     ),
     ("unsafe run name", {"run_name": "../etc"}, "run_name", "not a safe name"),
     ("out of range", {"val_fraction": 1.5}, "val_fraction", "out of range"),

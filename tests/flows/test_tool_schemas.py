@@ -127,6 +127,7 @@ def test_the_schemas_are_a_valid_answer_to_the_tools_question() -> None:
         '[{"question": "When is the offsite?"}]',
         "skip",
         "yes",
+        "default",  # the agent is shown the question
     ):
         session = advance(TRAIN_RL, session, Reply(text=reply)).session
     step = TRAIN_RL.next_step(session.answers)

@@ -149,7 +149,8 @@ def test_the_reward_question_says_what_each_name_holds_with_an_example() -> None
             ("Answer arithmetic questions with the number.", "scenario_source"),
             ("inline", "scenario_rows"),
             ('{"prompt": "2+2?", "answer": "4"}', "system_prompt"),
-            ("skip", "reward"),
+            ("skip", "agent_prompt"),
+            ("default", "reward"),
             ("programmatic", "reward_logic"),
         ]
     )
@@ -209,6 +210,8 @@ def test_progress_counts_up_one_by_one_in_each_part_and_the_parts_never_change(
         for reply in replies:
             turns.append(advance(TRAIN_RL, session, reply))
             session = turns[-1].session
+            refused = [m.text for m in turns[-1].messages if isinstance(m, Problem)]
+            assert not refused, f"{step.id}: {refused}"  # else the loop would ask forever
     steps = progress_of(turns)
     assert {p.parts for _, p in steps} == {7}
     previous: tuple[str, Progress] | None = None

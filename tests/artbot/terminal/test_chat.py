@@ -28,8 +28,10 @@ ROWS_JSON = json.dumps(MATH_ROWS[:3], indent=1)
 UP_TO_SCENARIOS = ["static", "single", "Add small numbers and answer with the sum only."]
 AFTER_SCENARIOS = [
     "skip",  # system prompt
+    "default",  # what the agent sees: the recommended field, `prompt`
     "ruler",
     "1",  # judge model
+    "default",  # RULER's rubric: ART's
     "all",
     "none",  # validation
     "1",  # base model
@@ -330,8 +332,9 @@ def test_a_finished_session_reopens_to_change_one_answer_and_exports_its_answers
     assert "Exported the" in exported.stderr and "(finished) to answers.json" in exported.stderr
     answers = json.loads((home / "work" / "answers.json").read_text())
     assert answers["reward"] == "programmatic" and "judge_model" not in answers
+    (home / "work" / "rendered").mkdir()  # the same file name: the docstring names it
     rendered = subprocess.run(
-        [*ARTBOT, "render", "--answers", "answers.json", "--out", "rendered.py"],
+        [*ARTBOT, "render", "--answers", "answers.json", "--out", "rendered"],
         cwd=home / "work",
         env=environment(home),
         capture_output=True,
@@ -340,7 +343,7 @@ def test_a_finished_session_reopens_to_change_one_answer_and_exports_its_answers
         check=False,
     )
     assert rendered.returncode == 0, rendered.stderr
-    assert (home / "work" / "rendered.py").read_text() == script.read_text()
+    assert (home / "work" / "rendered" / script.name).read_text() == script.read_text()
 
 
 class Pty:

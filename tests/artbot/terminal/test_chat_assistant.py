@@ -94,6 +94,7 @@ def test_questions_answered_free_text_confirmed_and_the_script_written(
         "skip",
         "ruler",
         "1",
+        "default",  # RULER's rubric: ART's
         "all",
         "hold some back",
         "yes",
