@@ -62,7 +62,8 @@ AT_REPLAYABLE: list[str] = []
 AT_TURNS = ["yes"]
 AT_SOURCE = ["static", "single", MATH]
 AT_ROWS_MATH = [*AT_SOURCE, "inline"]
-AT_REWARD = [*AT_ROWS_MATH, json.dumps(MATH_ROWS[:4]), "skip"]
+AT_AGENT_PROMPT = [*AT_ROWS_MATH, json.dumps(MATH_ROWS[:4]), "skip"]
+AT_REWARD = [*AT_AGENT_PROMPT, "default"]
 AT_REWARD_LOGIC = [*AT_REWARD, "programmatic"]
 AT_JUDGE = [*AT_REWARD, "ruler"]
 AT_VAL_SPLIT = [*AT_JUDGE, "1", "default", "all"]
@@ -85,6 +86,7 @@ AT_TOOL_CODE = [
     json.dumps(MATH_ROWS[:3]),
     "skip",
     "yes",
+    "default",
     json.dumps(TOOLS),
     "none",
     "local",

@@ -25,6 +25,7 @@ SINGLE_TURN_TO_VALIDATION = [
     "inline",
     json.dumps(MATH_ROWS[:3]),
     "skip",
+    "default",  # what the agent sees: `prompt`
     "ruler",
     "1",
     "default",  # RULER's rubric: ART's

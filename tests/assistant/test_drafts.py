@@ -24,6 +24,7 @@ TO_REWARD_LOGIC = [
     "inline",
     json.dumps(MATH_ROWS[:3]),
     "skip",
+    "default",  # what the agent sees: `prompt`
     "programmatic",
 ]
 TO_ENVIRONMENT = ["yes", "multi", GUESSING, "inline", json.dumps(GUESS_ROWS[:3]), "skip", "no"]
@@ -35,6 +36,7 @@ TO_TOOL_CODE = [
     json.dumps(MATH_ROWS[:3]),
     "skip",
     "yes",
+    "default",  # what the agent sees: `prompt`
     json.dumps(TOOLS),
     "none",
     "local",
@@ -238,7 +240,7 @@ def test_with_no_model_draft_says_the_assistant_is_not_configured() -> None:
     assert not_configured(TRAIN_RL, session, Reply(text="1.0")) is None
 
 
-TO_TOOLS = TO_TOOL_CODE[: TO_TOOL_CODE.index("yes", 1) + 1]
+TO_TOOLS = TO_TOOL_CODE[: TO_TOOL_CODE.index("yes", 1) + 2]  # to the tools question
 """Multi-turn with tools, up to the tool schemas."""
 DUPLICATE_TOOLS = json.dumps([TOOLS[0], TOOLS[0]])
 

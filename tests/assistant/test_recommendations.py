@@ -45,7 +45,8 @@ def test_recommendations_are_kept_and_shown_when_their_question_comes(
         "train_split": {"value": "all", "reason": "Few rows."},
     }
     assert "I will recommend answers for: Reward, Training scenarios." in said
-    at_reward = advance(TRAIN_RL, session, Reply(text="skip"))  # system prompt
+    session = advance(TRAIN_RL, session, Reply(text="skip")).session  # system prompt
+    at_reward = advance(TRAIN_RL, session, Reply(text="default"))  # what the agent sees
     session = at_reward.session
     asked = question_of(at_reward.messages)
     assert asked.step_id == "reward"
@@ -185,6 +186,7 @@ def test_a_py_file_at_a_question_that_takes_one_is_its_answer(
     fake.script(advice())  # the advice asked for once the scenarios are given
     session = give_scenarios(assistant, session_after(AT_SCENARIOS))[0]
     session = advance(TRAIN_RL, session, Reply(text="skip")).session
+    session = advance(TRAIN_RL, session, Reply(text="default")).session  # what the agent sees
     session = advance(TRAIN_RL, session, Reply(text="programmatic")).session
     reward = b"def compute_reward(scenario, answer):\n    return 1.0\n"
 

@@ -16,6 +16,7 @@ TO_TOOLS = [
     '[{"question": "When is the offsite?"}]',
     "skip",
     "yes",
+    "default",  # what the agent sees: the question
 ]
 TOOL_CODE = '''
 def search_inbox(keywords: list[str], from_addr: str | None = None) -> list[dict]:

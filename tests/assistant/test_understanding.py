@@ -92,7 +92,7 @@ def test_hold_out_a_fifth_becomes_0_2(assistant: Assistant, fake: FakeOpenAI) ->
 def test_a_choice_that_takes_other_values_gets_any_valid_one(
     assistant: Assistant, fake: FakeOpenAI
 ) -> None:
-    session = session_after(SINGLE_TURN_TO_VALIDATION[:7])  # up to the judge model
+    session = session_after(SINGLE_TURN_TO_VALIDATION[:8])  # up to the judge model
     assert open_step(session) == "judge_model"
     fake.script(reading("anthropic/claude-sonnet-4-5", "Claude as the judge."))
 

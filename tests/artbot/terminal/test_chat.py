@@ -416,12 +416,16 @@ def test_enter_alone_takes_the_default_and_says_which_or_is_refused_without_one(
             "inline",
             json.dumps(MATH_ROWS[0]),
             "",  # the system prompt's default: none
+            "",  # what the agent sees: the recommended `prompt`
         ],
     )
 
     assert result.returncode == 3
     assert "Problem: The answer is empty." in result.stdout
     assert "Nothing typed, so System prompt takes its default: (none)." in result.stdout
+    assert "Nothing typed, so What the agent sees takes its default: the field `prompt`." in (
+        result.stdout
+    )
     assert questions(result.stdout)[-1] == "How is the agent rewarded?"
     assert stored_step(home) == "reward"
 

@@ -92,6 +92,7 @@ def test_questions_answered_free_text_confirmed_and_the_script_written(
         *ROWS_JSON.splitlines(),
         "```",
         "skip",
+        "default",  # what the agent sees: `prompt`
         "ruler",
         "1",
         "default",  # RULER's rubric: ART's
@@ -168,7 +169,14 @@ def test_a_bad_assistant_setting_stops_the_chat_before_it_starts(home: Path) -> 
     assert "ARTBOT_LLM_TIMEOUT_S" in result.stderr
 
 
-TO_REWARD_LOGIC = [*UP_TO_SCENARIOS, "inline", json.dumps(MATH_ROWS[:3]), "skip", "programmatic"]
+TO_REWARD_LOGIC = [
+    *UP_TO_SCENARIOS,
+    "inline",
+    json.dumps(MATH_ROWS[:3]),
+    "skip",
+    "default",
+    "programmatic",
+]
 EXACT_REWARD = (
     "def compute_reward(scenario, answer):\n"
     "    return 1.0 if answer.strip() == scenario['answer'] else 0.0\n"

@@ -117,7 +117,7 @@ REWARD = (
 )
 QUESTION = "which model fits a 24 GB GPU?"
 PASTED_SCENARIOS = ["```json", *json.dumps(SCENARIOS, indent=1).splitlines(), "```"]
-TO_TOOLS = ["yes", "multi", TASK, "inline", *PASTED_SCENARIOS, "skip", "yes"]
+TO_TOOLS = ["yes", "multi", TASK, "inline", *PASTED_SCENARIOS, "skip", "yes", "default"]
 
 
 @pytest.fixture
@@ -155,6 +155,7 @@ def test_a_multi_turn_tool_task_is_finished_with_drafts_and_no_code_typed(
         "local",
         "draft",
         "y",
+        "skip",  # no simulated user
         "When it calls return_final_answer, or after 10 turns.",
         "default",  # turn limit
         "programmatic",

@@ -107,6 +107,8 @@ def typed_text(step: Text, value: Any) -> list[str]:
         if not value:
             return ["skip"]
         return [f"{value['header']}: {value['prefix']}${value['variable']}{value['suffix']}"]
+    if step.id == "simulated_user":  # {}: none; else its instructions, typed
+        return [value["instructions"]] if value else ["skip"]
     raise AssertionError(f"{step.id}: how would a person type {value!r}?")
 
 
