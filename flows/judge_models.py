@@ -95,13 +95,14 @@ def today() -> date:
 
 
 def judge_model_id(value: str, answers: Answers) -> str:
-    """Another judge, as a LiteLLM id; refused when OpenAI has shut that model down."""
+    """Another model (RULER's judge, a simulated user) as a LiteLLM id; refused when OpenAI has
+    shut that model down."""
     model = litellm_model_id(value, answers)
     shutdown = shutdown_date(model)
     if shutdown is not None and shutdown <= today():
         raise InvalidAnswer(
             f"OpenAI shut `{model}` down on {shutdown.isoformat()} (its deprecations page), "
-            f"so every call RULER makes to it would fail. Choose a current judge, e.g. "
+            f"so every call to it would fail. Choose a current model, e.g. "
             f"{' or '.join(f'`{m}`' for m in JUDGE_MODELS[:2])}."
         )
     return model

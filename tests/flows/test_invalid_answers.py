@@ -237,7 +237,7 @@ BAD_ANSWERS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("reward_mix", "2", "out of range", {}),
     ("judge_model", "gpt 5", "not a LiteLLM model id", {}),
     ("judge_model", "openai/o4-mini", "OpenAI shut `openai/o4-mini` down on 2026-10-23", {}),
-    ("judge_model", "OpenAI/O1", "every call RULER makes to it would fail", {}),
+    ("judge_model", "OpenAI/O1", "every call to it would fail", {}),
     ("ruler_rubric", "be strict", "too short", {}),
     ("train_fraction", "0", "out of range", {"train_split": "fraction"}),
     ("train_fraction", "1.5", "out of range", {"train_split": "fraction"}),

@@ -7,7 +7,7 @@ from datetime import date
 
 import pytest
 
-from flows import Reply, advance
+from flows import Notice, Question, Reply, advance
 from flows import judge_models as judges
 from flows.judge_models import JUDGE_MODELS, judge_caution, judge_model_id, shutdown_date
 from flows.steps import Choice, InvalidAnswer
@@ -66,3 +66,18 @@ def test_a_retired_judge_typed_in_the_wizard_is_refused_with_a_current_one_named
     assert "OpenAI shut `openai/o4-mini-2025-04-16` down on 2026-10-23" in said
     assert "`openai/gpt-5.4` or `openai/gpt-5.5`" in said
     assert "judge_model" not in turn.session.answers
+
+
+def test_the_wizard_warns_of_a_deprecated_judge_after_taking_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    on(CHECKED, monkeypatch)
+    turn = advance(TRAIN_RL, session_at("judge_model"), Reply(text="openai/o3"))
+    assert turn.session.answers["judge_model"] == "openai/o3"
+    notices = [m.text for m in turn.messages if isinstance(m, Notice)]
+    assert any("shuts it down on 2026-12-11" in text for text in notices)
+    assert isinstance(turn.messages[-1], Question)
+    assert turn.messages[-1].step_id == "ruler_rubric"  # and the next question is asked
+
+    taken = advance(TRAIN_RL, session_at("judge_model"), Reply(text="openai/gpt-5.4"))
+    assert not [m for m in taken.messages if isinstance(m, Notice) and "deprecated" in m.text]
