@@ -405,6 +405,7 @@ WIZARD_UP_TO_THE_LAST_ANSWER = [
     "default",  # what the agent sees
     "RULER",
     "openai/gpt-5.4",
+    "default",  # RULER's rubric: ART's
     "All scenarios",
     "Hold out a fraction",
     "0.25",
