@@ -347,15 +347,14 @@ class Chat:
         """Render, write and check the script (and dry-run it); 0 only if all of that passed."""
         say = self.terminal.say
         answers = completed.answers
+        path = script_path(self.out, str(answers["run_name"]))
         try:
-            script = render_script(answers)
+            script = render_script(answers, path.name)  # its docstring says to run that file
         except RenderError as error:
             self.terminal.problem(f"The script cannot be generated: {error}")
             return EXIT_PROBLEMS
         try:
-            written = write_script(
-                script_path(self.out, str(answers["run_name"])), script, fallback=True
-            )
+            written = write_script(path, script, fallback=True)
         except (OSError, ScriptExists) as error:
             self.terminal.problem(f"The script was not written: {error}")
             return EXIT_PROBLEMS
