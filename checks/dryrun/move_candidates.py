@@ -24,6 +24,8 @@ ANSWER_TAG = re.compile(r"<([a-z_]{2,20})>", re.IGNORECASE)
 # 'up', "B3", `left`, 'move up': a quoted example, not an apostrophe inside a word.
 QUOTED_EXAMPLE = re.compile(r"(?<![\w'])(['\"`])([^'\"`\s](?:[^'\"`\n]{0,28}[^'\"`\s])?)\1(?!\w)")
 WORD = re.compile(r"[A-Za-z][A-Za-z'_-]*")
+# `A1`, `e4`, `3B`: a cell named in free text ("Free squares: A1 A2 B3"), which WORD would cut.
+CELL_NAME = re.compile(r"(?<![\w-])(?:[A-Za-z]{1,2}\d{1,2}|\d{1,2}[A-Za-z])(?![\w-])")
 NUMBER = re.compile(r"(?<![\w.])-?\d{1,6}(?![\w.])")
 # "from 1 to 9", "between 0 and 100", "1-9": a range an answer may be picked from.
 NUMBER_RANGE = re.compile(
@@ -193,6 +195,11 @@ def words(text: str) -> list[str]:
     return unique(itertools.chain.from_iterable((w, w.lower()) for w in kept))
 
 
+def cell_names(text: str) -> list[str]:
+    """The cells `text` names in passing, as written (`A1 A2 B3`, `e4`)."""
+    return unique(CELL_NAME.findall(text))
+
+
 def numbers(text: str) -> list[str]:
     """The numbers of `text`, and those of any range it names ("from 1 to 9")."""
     found = [str(int(n)) for n in NUMBER.findall(text)]
@@ -250,15 +257,17 @@ def candidate_moves(observation: str, instructions: str) -> list[str]:
     """What the stand-in may answer at this position, likeliest first: the examples the
     instructions give, the board's cells (empty ones first), words and numbers of the
     instructions and the observation, JSON like the instructions' own; then the same wrapped in
-    the tags the instructions ask for."""
+    the tags the instructions ask for. Cells the text names (`Free squares: A1 A2`) come right
+    after the board's: they are the moves a game lists, and a game may draw no board we read."""
     texts = f"{instructions}\n{observation}"
     drawn = boards(observation)
     # Labelled cells (`B2`) are likely moves; a bare grid's row,column pairs less so than words.
     cells = [name for b in drawn if b.labelled for name, _ in b.cells()]
     pairs = [name for b in drawn if not b.labelled for name, _ in b.cells()]
+    named = cell_names(observation) + cell_names(instructions)
     said = words(instructions) + words(observation)
     counted = numbers(observation) + numbers(instructions) + [str(n) for n in range(10)]
-    bare = unique([*example_answers(texts), *cells, *said, *pairs, *counted])[:MAX_BARE]
+    bare = unique([*example_answers(texts), *cells, *named, *said, *pairs, *counted])[:MAX_BARE]
     structured = [
         variant
         for example in json_examples(texts)

@@ -38,8 +38,12 @@ from checks.dryrun.user_calls import CallCounter
 MAX_LEGAL = 12  # enough moves to vary the games; trying more only costs time
 # A game's moves are mostly the same few (2048's four) and each try copies the game (a 2048 board
 # with its random.Random: 0.2 ms, 80 candidates a position), so the moves the game took at
-# earlier positions are tried first, and once one is taken only EXPLORE more are tried.
+# earlier positions are tried first, and once MIN_CHOICES are taken only EXPLORE more are tried.
 EXPLORE = 16
+# One move is no choice: every rollout of a group would play the same game, all its rewards
+# equal (a tic-tac-toe against an opponent seeded by the scenario), and GRPO learn nothing. So
+# until two moves are taken every candidate is tried, however late the game's list ranks them.
+MIN_CHOICES = 2
 STUCK_EXAMPLES = 8
 
 Publish = Callable[[str, list[str]], None]
@@ -181,9 +185,10 @@ class MoveSearch:
         ordered = [*before, *(move for move in candidates if move not in self._taken_before)]
         legal: list[str] = []
         refusal: str | None = None
+        explored_at = len(before) + EXPLORE  # extended to EXPLORE past the MIN_CHOICES-th move
         with self._counter.uncounted(), _quiet_and_unseeded():
             for tried, move in enumerate(ordered):
-                if legal and tried >= len(before) + EXPLORE:
+                if len(legal) >= MIN_CHOICES and tried >= explored_at:
                     break
                 trial = copy.deepcopy(game)
                 try:
@@ -197,6 +202,8 @@ class MoveSearch:
                         result.close()
                     return [], refusal
                 legal.append(move)
+                if len(legal) == MIN_CHOICES:
+                    explored_at = max(explored_at, tried + 1 + EXPLORE)
                 if len(legal) >= MAX_LEGAL:
                     break
         with self._lock:

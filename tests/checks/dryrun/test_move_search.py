@@ -64,6 +64,18 @@ def test_candidates_come_from_the_board_the_instructions_and_free_text() -> None
     assert '{"row": 1, "col": 1}' in structured
 
 
+def test_cells_a_game_lists_in_free_text_come_before_its_words() -> None:
+    # Rows drawn without spaces (`x-o`) are no board we read: the list of free squares is.
+    observation = (
+        "Board (x is you):\nx-o\n---\n---\nFree squares: A2 B1 B2 C3 (or by number: 2 4 5 9)\n"
+        "Reply with one of them, like <move>A2</move>."
+    )
+    # The search's instructions are the whole conversation but the policy's replies.
+    moves = candidate_moves(observation, f"Win the game.\n{observation}")
+    assert moves[:4] == ["<move>A2</move>", "<move>B1</move>", "<move>B2</move>", "<move>C3</move>"]
+    assert moves.index("<move>C3</move>") < moves.index("<move>Board</move>")
+
+
 # --- the search ---------------------------------------------------------------------------
 
 TIC_TAC_TOE_PROMPT = "You play x. Answer with the cell, column then row, like B2."
@@ -165,6 +177,56 @@ def test_moves_are_tried_on_copies_and_the_accepted_ones_published(
     contextvars.copy_context().run(turn)
     assert tried_moves[:4] == ["A2", "a2", "C2", "c2"]  # taken before, and still free
     assert len(tried_moves) < len(candidate_moves(render_observation(board), TIC_TAC_TOE_PROMPT))
+
+
+@dataclass
+class Keypad:
+    """Tic-tac-toe played by keypad number, its free squares named only among many words."""
+
+    taken: set[int] = field(default_factory=lambda: {1, 5})
+
+
+def render_keypad(keypad: Keypad) -> str:
+    free = " ".join(str(n) for n in range(1, 10) if n not in keypad.taken)
+    return (
+        "Your mark is x, the opponent's is o: a win scores one, a draw half, a loss nothing, "
+        "and the opponent plays at random after each of your moves. Squares still free on the "
+        f"keypad: {free}. Reply with one of them, like <move>2</move>."
+    )
+
+
+def press_keypad(keypad: Keypad, action: str) -> None:
+    square = int(action.removeprefix("<move>").removesuffix("</move>"))
+    if not 1 <= square <= 9 or square in keypad.taken:
+        raise ValueError(f"not a free square: {action!r}")
+    keypad.taken.add(square)
+
+
+def test_the_standin_finds_a_choice_however_late_the_game_lists_it() -> None:
+    """One accepted move is no choice: every rollout of a group would play the same game. The
+    search goes on past its usual few tries until it has at least two."""
+    counter = CallCounter()
+    published: dict[str, list[str]] = {}
+    functions = {"render_observation": render_keypad, "apply_action": press_keypad}
+    search = MoveSearch(counter, published.__setitem__, functions.get)
+    counter.observer = search
+    keypad = Keypad()
+
+    def turn() -> None:
+        counter.enter("render_observation", keypad)
+        search.before_request(
+            [
+                {"role": "system", "content": "Win the game."},
+                {"role": "user", "content": render_keypad(keypad)},
+            ]
+        )
+
+    contextvars.copy_context().run(turn)
+
+    [moves] = published.values()
+    assert moves[0] == "<move>2</move>"  # the example, and then the numbers the words hid
+    assert {"<move>3</move>", "<move>9</move>"} <= set(moves)
+    assert not {"<move>1</move>", "<move>5</move>"} & set(moves)
 
 
 def test_a_full_board_leaves_the_standin_stuck_at_that_position(searched: Searched) -> None:
