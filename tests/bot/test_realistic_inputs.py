@@ -72,8 +72,8 @@ def as_reply(value: Any) -> str:
     stored as `{"kind": "function", "code": ...}` is typed as its code)."""
     if isinstance(value, dict) and value.get("kind") in ("function", "expression"):
         value = value["code"]
-    if value == "":
-        return "default"  # an optional answer left empty (a rubric): its default, as replay reads it
+    if value == "":  # an optional answer left empty (a rubric): its default, as replay reads it
+        return "default"
     if isinstance(value, str):
         return f"```\n{value}\n```" if "\n" in value else value
     if isinstance(value, list | dict):
