@@ -59,7 +59,7 @@ def crm() -> Iterator[ToolServer]:
 
         do_GET = do_POST = do_DELETE = handle_one
 
-        def log_message(self, *args: object) -> None:
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
