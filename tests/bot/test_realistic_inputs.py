@@ -22,7 +22,12 @@ from tests.fakes.slack_api import FakeSlack
 from tests.flows.matrix import MATH_ROWS
 from tests.flows.realistic import REALISTIC
 from tests.flows.realistic_agents import email_agent
-from tests.flows.realistic_tasks import art_e, support_agent_with_a_customer
+from tests.flows.realistic_tasks import (
+    art_e,
+    codenames,
+    support_agent_with_a_customer,
+    temporal_clue,
+)
 
 ESCAPING_TASK = "Q&A: is 3 < 5 && 7 > 2? Answer «yes» or «no» — “quoted” or 'single'."
 ESCAPING_ROWS = [
@@ -55,6 +60,8 @@ CORPUS: dict[str, dict[str, Any]] = {
     "email-agent": email_agent(),
     "art-e": art_e(),
     "support-agent": support_agent_with_a_customer("https://crm.internal"),
+    "codenames": codenames(),
+    "temporal-clue": temporal_clue(),
     "escaping": {
         **REALISTIC["math-reward"],
         "task": ESCAPING_TASK,

@@ -16,7 +16,12 @@ from tests.flows.realistic_agents import (
     invalid_moves_game,
     tic_tac_toe_letters_on_top,
 )
-from tests.flows.realistic_tasks import art_e, support_agent_with_a_customer
+from tests.flows.realistic_tasks import (
+    art_e,
+    codenames,
+    support_agent_with_a_customer,
+    temporal_clue,
+)
 
 
 def rendered_and_checked(answers: dict[str, Any], folder: Path) -> Path:
@@ -70,6 +75,23 @@ def test_a_support_agent_with_http_tools_talks_with_its_simulated_customer(
     # The stand-in played the customer too (through LiteLLM, as in training).
     assert means["user_turns"] > 0
     assert report.judge_requests > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["codenames", "temporal-clue"])
+def test_a_generated_and_a_custom_mix_task_pass_with_their_code_run(
+    name: str, tmp_path: Path
+) -> None:
+    answers = codenames() if name == "codenames" else temporal_clue()
+    report = dryrun(rendered_and_checked(answers, tmp_path), tmp_path)
+
+    assert report.ok, report.format()
+    runs = runs_of(report)
+    assert runs["compute_reward"] == f"compute_reward {report.rollouts}x"
+    if name == "codenames":
+        assert "generate_scenario" in runs
+    else:  # the custom mix: RULER judged every group, and the user's own reward is logged
+        assert report.judge_requests > 0 and "ruler_score" in dict(report.metric_means)
 
 
 @pytest.mark.slow

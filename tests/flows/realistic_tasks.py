@@ -206,3 +206,105 @@ def support_agent_with_a_customer(crm_url: str, **overrides: Any) -> dict[str, A
         "max_turns": 8,
     }
     return support_agent(crm_url, **{**customer, **overrides})
+
+
+# Codenames after ART's example: the spymaster sees the board and its team's words (both shown
+# on purpose: the reward reads them too, and the wizard says so) and gives a one-word clue and a
+# count. Scenarios come from a generator.
+CODENAMES_GENERATOR = """\
+WORDS = (
+    "apple bank bark bat bear bell board bolt bridge car cast cell chair check chest clock "
+    "cloud code cold cook court crane cross crown dance day deck diamond dog draft dragon"
+).split()
+
+
+def generate_scenario(rng):
+    board = rng.sample(WORDS, 12)
+    return {"board": ", ".join(board), "team": ", ".join(board[:4]), "avoid": board[4]}
+"""
+CODENAMES_REWARD = """\
+import re
+
+
+def compute_reward(scenario, answer, trajectory):
+    found = re.fullmatch(r"\\s*([A-Za-z]+)\\s*[,:]?\\s*(\\d+)\\s*", answer)
+    trajectory.metrics["well_formed"] = found is not None
+    if found is None:
+        return -1.0
+    clue, count = found.group(1).lower(), int(found.group(2))
+    board = [word.strip() for word in scenario["board"].split(",")]
+    team = [word.strip() for word in scenario["team"].split(",")]
+    if clue in board:
+        return -1.0  # a clue may not be a word on the board
+    return min(count, len(team)) / len(team) - (0.5 if clue == scenario["avoid"] else 0.0)
+"""
+
+
+def codenames(**overrides: Any) -> dict[str, Any]:
+    """Single-turn codenames clues from a generator; the agent sees the board and its team."""
+    answers = answers_for("single", "programmatic", "open_ended", "serverless", False)
+    answers.pop("scenario_rows")
+    answers.update(
+        task="As the spymaster, give a one-word clue and a count that link your team's words.",
+        scenario_source="generator",
+        scenario_generator=CODENAMES_GENERATOR,
+        agent_prompt={"fields": ["board", "team"]},
+        system_prompt="Reply with one word and a number, like `ocean 3`. Never a board word.",
+        reward_logic={"kind": "function", "code": CODENAMES_REWARD},
+        val_generated="none",
+        run_name="codenames-001",
+    )
+    answers.pop("train_split", None)
+    answers.pop("val_split", None)
+    answers.update(overrides)
+    return answers
+
+
+# Temporal clue after ART's example: a puzzle of who did what when; the agent sees the puzzle only,
+# the reward checks the solution, mixed with RULER's judgement of the reasoning.
+TEMPORAL_CLUE_ROWS = [
+    {
+        "id": f"tc{n}",
+        "puzzle": (
+            f"Three guests arrived at the manor: {a} before {b}, and {c} last. Who arrived "
+            "first, and who arrived second? Answer as `first, second`."
+        ),
+        "solution": {"first": a, "second": b},
+    }
+    for n, (a, b, c) in enumerate(
+        [
+            ("Mrs. Peacock", "Colonel Mustard", "Professor Plum"),
+            ("Miss Scarlet", "Mr. Green", "Mrs. White"),
+            ("Professor Plum", "Miss Scarlet", "Colonel Mustard"),
+            ("Mr. Green", "Mrs. Peacock", "Miss Scarlet"),
+        ]
+    )
+]
+TEMPORAL_CLUE_REWARD = """\
+def compute_reward(scenario, answer, trajectory):
+    solution = scenario["solution"]
+    said = [part.strip().lower() for part in answer.split(",")]
+    right = [said[i:i + 1] == [solution[key].lower()] for i, key in enumerate(("first", "second"))]
+    trajectory.metrics["both_right"] = all(right)
+    return sum(right) / 2
+"""
+
+
+def temporal_clue(**overrides: Any) -> dict[str, Any]:
+    """Temporal clue with a custom mix: the solution checked by code, the reasoning by RULER."""
+    answers = answers_for("single", "custom", "dataset", "serverless", True)
+    answers.update(
+        task="Solve who-arrived-when puzzles and answer with the first and second arrivals.",
+        scenario_rows=TEMPORAL_CLUE_ROWS,
+        agent_prompt={"fields": ["puzzle"]},
+        system_prompt="Think it through, then answer on the last line as `first, second`.",
+        reward_logic={"kind": "function", "code": TEMPORAL_CLUE_REWARD},
+        reward_mix=0.3,
+        ruler_rubric=(
+            "- A trajectory whose last line names the right first and second arrival beats one "
+            "that does not.\n- Among right answers, clear step-by-step reasoning scores higher."
+        ),
+        run_name="temporal-clue-001",
+    )
+    answers.update(overrides)
+    return answers

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from flows import render_script
-from flows.agent_prompt import generated_fields, parse_agent_prompt, reward_fields, shown_fields
+from flows.agent_prompt import (
+    answer_shown_caution,
+    generated_fields,
+    parse_agent_prompt,
+    reward_fields,
+    shown_fields,
+)
 from flows.code_calls import code_calls
 from flows.replay import replay
 from flows.steps import InvalidAnswer
@@ -26,7 +32,9 @@ from tests.flows.realistic_tasks import (
     ART_E_SCENARIOS,
     ART_E_TOOL_CODE,
     art_e,
+    codenames,
     support_agent_with_a_customer,
+    temporal_clue,
 )
 from tests.flows.test_final_answer import load_script
 
@@ -208,6 +216,7 @@ AGENTS_SHOWN_A_SCENARIO = {
     "email-agent": email_agent(),
     "art-e": art_e(),
     "support-agent": support_agent_with_a_customer("https://crm.internal"),
+    "temporal-clue": temporal_clue(),
 }
 
 
@@ -231,3 +240,16 @@ def test_a_draft_of_tools_that_take_the_scenario_is_tried_with_each_scenario() -
     assert tried["the tool `search_inbox`"].endswith(", scenario=scenario)")
     assert tried["the tool `read_email`"] == "read_email(message_id='test', scenario=scenario)"
     assert calls.scenarios == tuple(ART_E_SCENARIOS[: len(calls.scenarios)]) and calls.scenarios
+
+
+def test_a_spymaster_shown_the_board_its_reward_reads_is_cautioned_and_shown_both_fields(
+    tmp_path: Path,
+) -> None:
+    answers = replay(TRAIN_RL, codenames()).answers
+    assert shown_fields(answers) & reward_fields(answers) == {"board", "team"}
+    assert answer_shown_caution(answers) is not None  # said, and the user chose it on purpose
+    script = load_script(render_script(answers), tmp_path, "codenames_sees")
+    scenario = script.generate_scenarios(1, 0)[0]
+    _, user = script.first_messages(scenario)
+    assert user["content"] == f"board: {scenario['board']}\n\nteam: {scenario['team']}"
+    assert scenario["avoid"] not in user["content"].split("team:")[1]

@@ -45,13 +45,22 @@ from tests.flows.realistic_agents import (
     game_2048_free_text,
     tic_tac_toe_letters_on_top,
 )
-from tests.flows.realistic_tasks import art_e, support_agent
+from tests.flows.realistic_tasks import (
+    art_e,
+    codenames,
+    support_agent,
+    support_agent_with_a_customer,
+    temporal_clue,
+)
 
 CORPUS: dict[str, dict[str, Any]] = {
     **REALISTIC,
     "email-agent": email_agent(),
     "art-e": art_e(),
     "support-agent": support_agent("https://crm.internal"),
+    "support-agent-with-a-customer": support_agent_with_a_customer("https://crm.internal"),
+    "codenames": codenames(),
+    "temporal-clue": temporal_clue(),
     "tic-tac-toe-letters": tic_tac_toe_letters_on_top(),
     # Room for a model that thinks before it moves, and bigger groups: the values menu, typed.
     "2048-free-text": game_2048_free_text(
@@ -87,6 +96,8 @@ def typed_text(step: Text, value: Any) -> list[str]:
         return [ENTER]
     if isinstance(value, str):  # a paste ends at its last line: no empty line after it, which
         value = value.rstrip("\n")  # piped is the next question's Enter
+        if "\n" in value and step.kind == "text":  # several lines of prose (a rubric): piped,
+            return ["```", value, "```"]  # only a fenced block is one answer
         return ["default" if value == "" and step.default is not None else value]
     if isinstance(value, bool):
         return [json.dumps(value)]
