@@ -16,7 +16,7 @@ from typing import Any
 
 from flows.entry_points import entry_point, positional_call, require_plain
 from flows.steps import Answers, InvalidAnswer
-from flows.validators import load_json, normalized_source, user_module
+from flows.validators import load_json, normalized_source, subscripted_fields, user_module
 
 RENDER_PROMPT = "render_prompt"
 # The names a prompt field usually has, most telling first.
@@ -219,17 +219,9 @@ def fields_read(source: str) -> set[str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return set()
-    read: set[str] = set()
+    read = set(subscripted_fields(tree))
     for node in ast.walk(tree):
         if (
-            isinstance(node, ast.Subscript)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "scenario"
-            and isinstance(node.slice, ast.Constant)
-            and isinstance(node.slice.value, str)
-        ):
-            read.add(node.slice.value)
-        elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "get"

@@ -8,7 +8,7 @@ import json
 import keyword
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -374,11 +374,8 @@ def reward_logic(pattern: Callable[[Answers], str]) -> Parse:
     return parse
 
 
-def _check_scenario_fields(tree: ast.AST, answers: Answers) -> None:
-    """Every scenario["field"] the reward reads must exist in each inline scenario."""
-    rows = answers.get("scenario_rows")
-    if not isinstance(rows, list):
-        return
+def subscripted_fields(tree: ast.AST) -> Iterator[str]:
+    """Each `scenario["field"]` the code reads by a constant key, in walk order."""
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Subscript)
@@ -387,11 +384,19 @@ def _check_scenario_fields(tree: ast.AST, answers: Answers) -> None:
             and isinstance(node.slice, ast.Constant)
             and isinstance(node.slice.value, str)
         ):
-            field = node.slice.value
-            for index, row in enumerate(rows, 1):
-                if field not in row:
-                    raise InvalidAnswer(
-                        f"The reward reads scenario[{field!r}], "
-                        f"but scenario {index} has no “{field}” "
-                        "field. Use scenario.get(...) or add the field to every scenario."
-                    )
+            yield node.slice.value
+
+
+def _check_scenario_fields(tree: ast.AST, answers: Answers) -> None:
+    """Every scenario["field"] the reward reads must exist in each inline scenario."""
+    rows = answers.get("scenario_rows")
+    if not isinstance(rows, list):
+        return
+    for field in subscripted_fields(tree):
+        for index, row in enumerate(rows, 1):
+            if field not in row:
+                raise InvalidAnswer(
+                    f"The reward reads scenario[{field!r}], "
+                    f"but scenario {index} has no “{field}” "
+                    "field. Use scenario.get(...) or add the field to every scenario."
+                )
