@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from openai.types.chat.chat_completion import Choice
 
 from flows.render import render_script
 from tests.flows.matrix import answers_for
+from tests.flows.test_final_answer import load_script
 
 # ServerlessBackend scripts import without the GPU stack (LocalBackend's imports torch).
 SERVERLESS_GAME = answers_for("game", "programmatic", "open_ended", "serverless", False)
@@ -64,17 +64,6 @@ def test_help_and_bad_flags_exit_cleanly_before_anything_starts(tmp_path: Path) 
         assert "Traceback" not in err and "Task exception" not in err and "SystemExit" not in err
 
 
-def _load(script: str, folder: Path, name: str) -> ModuleType:
-    """The rendered script as a module (not `__main__`, so it does not train)."""
-    path = folder / f"{name}.py"
-    path.write_text(script)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 class ScriptedAgent:
     """Stands in for the served model: answers each chat completion with the next reply."""
 
@@ -106,7 +95,7 @@ def test_an_invalid_action_ends_the_episode_or_is_told_to_the_agent(
 ) -> None:
     answers = dict(SERVERLESS_GAME, invalid_action=policy)
     answers.update(hyperparameters="customize", hyperparameter_values={"max_completion_tokens": 77})
-    script = _load(render_script(answers), tmp_path, f"guess_{policy}")
+    script = load_script(render_script(answers), tmp_path, f"guess_{policy}")
     agent = ScriptedAgent(["left", "3", "seven", "7"])
     args = argparse.Namespace(max_turns=10, max_completion_tokens=77)
 

@@ -15,6 +15,7 @@ from bot.migrations import BOT_DATABASE
 from storage import migrations
 from storage.sessions import SessionKey, SessionStore
 from tests.artbot.terminal.test_chat import ROWS_JSON, UP_TO_SCENARIOS, USER, environment
+from tests.artbot.terminal.test_chat import chat as chat_without_a_model
 from tests.assistant.test_recommendations import AGENT
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.flows.matrix import MATH_ROWS
@@ -233,16 +234,7 @@ def test_a_draft_not_used_is_not_stored(home: Path, fake: FakeOpenAI) -> None:
 
 
 def test_without_a_model_draft_says_the_assistant_is_not_configured(home: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "artbot.cli", "chat", "--no-dryrun"],
-        input="".join(f"{reply}\n" for reply in [*TO_REWARD_LOGIC, "draft"]),
-        cwd=home / "work",
-        env=environment(home),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = chat_without_a_model(home, [*TO_REWARD_LOGIC, "draft"])
 
     assert result.returncode == 3
     assert "The assistant is not configured, so I cannot draft code" in result.stdout

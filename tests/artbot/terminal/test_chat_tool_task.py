@@ -6,15 +6,14 @@ every other answer is an option. The model is a scripted OpenAI-compatible serve
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from checks.script_check import check_script
-from tests.artbot.terminal.test_chat import environment, questions
+from tests.artbot.terminal.test_chat import chat as chat_without_a_model
+from tests.artbot.terminal.test_chat import questions
 from tests.artbot.terminal.test_chat_assistant import (
     ANSWER,
     NO_ADVICE,
@@ -204,16 +203,7 @@ def test_a_multi_turn_tool_task_is_finished_with_drafts_and_no_code_typed(
 
 
 def test_without_a_model_draft_at_tools_says_so_and_nothing_changes(home: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "artbot.cli", "chat", "--no-dryrun"],
-        input="".join(f"{reply}\n" for reply in [*TO_TOOLS, "draft"]),
-        cwd=home / "work",
-        env=environment(home),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = chat_without_a_model(home, [*TO_TOOLS, "draft"])
 
     assert result.returncode == 3, result.stdout + result.stderr
     assert "The assistant is not configured, so I cannot draft" in result.stdout

@@ -15,8 +15,6 @@ terminal reads ahead at code and data questions, so it cannot be answered one pr
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,7 @@ from flows import (
     render_script,
     replay,
 )
-from tests.artbot.terminal.test_chat import environment, questions
+from tests.artbot.terminal.test_chat import chat, questions
 from tests.flows.realistic import REALISTIC
 from tests.flows.realistic_agents import (
     email_agent,
@@ -188,19 +186,6 @@ def replies_for(answers: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     raise AssertionError(f"more than {TURN_LIMIT} questions")
 
 
-def chat(home: Path, name: str, lines: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "artbot.cli", "chat", "--no-dryrun", "--session", name],
-        input="".join(f"{line}\n" for line in lines),
-        cwd=home / "work",
-        env=environment(home),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize("name", sorted(CORPUS))
 def test_a_realistic_wizard_typed_at_a_terminal_writes_the_script_of_its_answers(
     tmp_path: Path, name: str
@@ -209,7 +194,7 @@ def test_a_realistic_wizard_typed_at_a_terminal_writes_the_script_of_its_answers
     (tmp_path / "work").mkdir()
     lines, asked = replies_for(answers)
 
-    result = chat(tmp_path, name, lines)
+    result = chat(tmp_path, lines, "--session", name)
 
     assert questions(result.stdout) == asked, result.stdout
     assert "Problem:" not in result.stdout, result.stdout
