@@ -201,7 +201,7 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="bot processes behind one router, each owning some channels' conversations "
         "(HTTP mode; default: $ARTBOT_WORKERS or 1)",
     )
-    # What the router's workers are started with (bot.workers), not for people.
+    # What the router's workers are started with (bot.process.workers), not for people.
     parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--uds", default=None, help=argparse.SUPPRESS)
 
@@ -256,9 +256,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 
 def _serve_module() -> Any:
     # Imported on use: the other commands need none of Slack's libraries.
-    import bot.serve
+    import bot.process.serve
 
-    return bot.serve
+    return bot.process.serve
 
 
 def _runner_module() -> Any:

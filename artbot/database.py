@@ -2,7 +2,8 @@
 database (`bot.migrations`).
 
 Their options are declared with the other subcommands' in `artbot.cli`. The token keys come
-from ARTBOT_TOKEN_KEYS or an existing key file (`bot.token_keys`); these commands never make one.
+from ARTBOT_TOKEN_KEYS or an existing key file (`bot.workspaces.token_keys`); these commands never
+make one.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import sys
 from sqlalchemy.exc import SQLAlchemyError
 
 from artbot.exit_status import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
-from bot.installations import rotate_token_key
 from bot.migrations import BOT_DATABASE
-from bot.token_keys import (
+from bot.workspaces.installations import rotate_token_key
+from bot.workspaces.token_keys import (
     TokenCipher,
     TokenKeyError,
     TokenUnreadable,

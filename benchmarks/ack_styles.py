@@ -10,7 +10,7 @@ pure-Python work holding the GIL (as SQL and rendering do) and one chat.postMess
 Slack, which answers after `--slack-latency-ms`.
 - sync: `App(process_before_response=True)`, the listener in the request's path: it acks and
   submits the work to a pool of PROTOTYPE_WORKERS (8) threads (what `artbot serve` ran when
-  this was measured; it now runs 64 threads in 8 work slots, bot/work_slots.py);
+  this was measured; it now runs 64 threads in 8 work slots, bot/process/work_slots.py);
 - lazy: the same with Bolt's lazy listeners (the ack function, then the work as a lazy
   function on Bolt's executor of PROTOTYPE_WORKERS threads);
 - async: `AsyncApp` with an `AsyncWebClient`, the work a lazy coroutine: the CPU part through

@@ -1,11 +1,11 @@
 """The composition root: the services built on the configured database, and the Bolt app with
-every listener (bot/listeners) registered on it.
+every listener (bot/slack/listeners) registered on it.
 
 Ack first, in the request's own path: the app runs with `process_before_response=True`, so Bolt
 calls each listener on the thread that received the request (uvicorn's event loop, or Socket
 Mode's); the listener acks, parses, and hands the work to `AfterAck`'s pool of LISTENER_WORKERS
 threads, of which LISTENER_SLOTS at most compute at once while the others wait on Slack
-(bot/work_slots.py). A saturated pool delays turns, never acks. (Without
+(bot/process/work_slots.py). A saturated pool delays turns, never acks. (Without
 `process_before_response` Bolt runs every listener in its executor and polls for the ack, so
 acks queued behind slow work: the collapse issue 9 saw at 200 users.)
 
@@ -32,8 +32,22 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from assistant import Assistant
-from bot.approval import ApprovalPolicy
-from bot.installations import (
+from bot.delivery.outbox import Outbox
+from bot.delivery.worker import OutboxWorker
+from bot.migrations import BOT_DATABASE
+from bot.process.metrics import BotMetrics
+from bot.process.shards import ALONE, Shard
+from bot.process.work_slots import WorkSlots, behind_the_acks
+from bot.runs.approval import ApprovalPolicy
+from bot.settings import BotSettings
+from bot.slack.listeners import register_listeners
+from bot.slack.listeners.guard import RECEIVED_AT, AfterAck
+from bot.slack.listeners.payloads import answered_unless_forged
+from bot.slack.poster import ThreadPoster
+from bot.slack.records import SlackRecords
+from bot.wizard.script_results import Dryrun, ScriptResults
+from bot.wizard.service import FLOWS, WizardService
+from bot.workspaces.installations import (
     BOT_SCOPES,
     STATE_EXPIRY_S,
     ClientFor,
@@ -46,21 +60,7 @@ from bot.installations import (
     stored_token_cipher,
     web_client_maker,
 )
-from bot.listeners import register_listeners
-from bot.listeners.guard import RECEIVED_AT, AfterAck
-from bot.listeners.payloads import answered_unless_forged
-from bot.metrics import BotMetrics
-from bot.migrations import BOT_DATABASE
-from bot.outbox import Outbox
-from bot.outbox_worker import OutboxWorker
-from bot.script_results import Dryrun, ScriptResults
-from bot.settings import BotSettings
-from bot.shards import ALONE, Shard
-from bot.slack_records import SlackRecords
-from bot.threads import ThreadPoster
-from bot.token_keys import TokenCipher
-from bot.wizard import FLOWS, WizardService
-from bot.work_slots import WorkSlots, behind_the_acks
+from bot.workspaces.token_keys import TokenCipher
 from checks.dryrun import dryrun_script
 from isolation.sandbox import Sandbox
 from storage import migrations

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from bot.token_keys import TokenKeySettings
+from bot.workspaces.token_keys import TokenKeySettings
 from config.from_environment import SettingsError, load_from_environment
 
 MAX_WORKERS = 16
@@ -228,8 +228,8 @@ class BotSettings(TokenKeySettings):
 
     @property
     def approval_mode(self) -> Literal["approvers", "admins", "anyone"] | None:
-        """Who may approve (bot.approval): ARTBOT_APPROVAL, else the approvers when listed, else
-        anyone with one workspace; None with OAuth and neither (nobody may: no policy)."""
+        """Who may approve (bot.runs.approval): ARTBOT_APPROVAL, else the approvers when listed,
+        else anyone with one workspace; None with OAuth and neither (nobody may: no policy)."""
         if self.artbot_approval is not None:
             return self.artbot_approval
         if self.approvers:

@@ -5,7 +5,7 @@ Revision ID: 0006
 Revises: 0005
 
 The key: the cipher the caller hands over (`artbot serve` resolves it first, generating the key
-file with OAuth and no ARTBOT_TOKEN_KEYS: `bot.installations.stored_token_cipher`), else
+file with OAuth and no ARTBOT_TOKEN_KEYS: `bot.workspaces.installations.stored_token_cipher`), else
 ARTBOT_TOKEN_KEYS or an existing key file (`artbot db upgrade`, `artbot chat`). With plaintext
 tokens and no key the upgrade is refused, changing nothing: a migration never makes a key of
 its own (run where the bot is not, its key would be lost with the machine). A database with no
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import context, op
 
-from bot.token_keys import (
+from bot.workspaces.token_keys import (
     TokenCipher,
     TokenKeyError,
     looks_encrypted,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.installations import metadata as installation_metadata
-from bot.outbox import metadata as outbox_metadata
+from bot.delivery.outbox import metadata as outbox_metadata
 from bot.runs.store import metadata as run_metadata
-from bot.slack_records import metadata as slack_records_metadata
+from bot.slack.records import metadata as slack_records_metadata
+from bot.workspaces.installations import metadata as installation_metadata
 from storage.migrations import MigrationChain
 from storage.sessions import metadata as session_metadata
 

@@ -6,7 +6,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.blocks import (
+from bot.runs.rollouts import samples_line
+from bot.runs.store import Run
+from bot.slack.blocks import (
     MAX_BLOCKS,
     RUN_CANCEL_ACTION,
     RUN_COMPARE_ACTION,
@@ -19,9 +21,7 @@ from bot.blocks import (
     sections,
     text_message,
 )
-from bot.runs.rollouts import samples_line
-from bot.runs.store import Run
-from bot.slack_text import clip, escape
+from bot.slack.text import clip, escape
 from runner.schemas import Failure, FixAction
 
 FIX_LABELS = {

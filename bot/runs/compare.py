@@ -16,9 +16,9 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.plots import compared_curves_png
+from bot.runs.plots import compared_curves_png
 from bot.runs.store import Run, RunRef, RunStore
-from bot.slack_text import clip, escape
+from bot.slack.text import clip, escape
 from flows import Flow, ValuesMenu, shown_answer
 from storage.sessions import SessionStore
 

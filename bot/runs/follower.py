@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.installations import ClientFor, NotInstalled
-from bot.runs.notifier import CARD_MIN_INTERVAL
+from bot.process.shards import ALONE, Shard
+from bot.runs.reporter import CARD_MIN_INTERVAL
 from bot.runs.service import RunService
 from bot.runs.store import Run
-from bot.shards import ALONE, Shard
+from bot.workspaces.installations import ClientFor, NotInstalled
 from runner.client import AsyncRunnerClient, RunnerClientError, RunnerRejected
 
 log = logging.getLogger(__name__)

@@ -27,11 +27,11 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import text_message
-from bot.outbox import Outbox
+from bot.delivery.effects import Post, ThreadEffect
+from bot.delivery.outbox import Outbox
 from bot.runs.store import Run
-from bot.slack_text import clip, escape
-from bot.thread_effects import Post, ThreadEffect
+from bot.slack.blocks import text_message
+from bot.slack.text import clip, escape
 from runner.schemas import Rollout, RolloutMessage, ValidationRollouts
 
 log = logging.getLogger(__name__)

@@ -13,19 +13,19 @@ from typing import Any
 
 from slack_sdk import WebClient
 
-from bot.approval import ApprovalPolicy
-from bot.installations import ClientFor, NotInstalled
-from bot.outbox import Outbox
+from bot.delivery.effects import ThreadEffect
+from bot.delivery.outbox import Outbox
+from bot.process.shards import ALONE, Shard
+from bot.runs.approval import ApprovalPolicy
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.flags import with_lower_gpu_memory
-from bot.runs.notifier import RunNotifier
+from bot.runs.reporter import RunReporter
 from bot.runs.rollouts import post_rollouts, rollouts_said
 from bot.runs.store import Run, RunRef, RunStore
-from bot.shards import ALONE, Shard
-from bot.slack_records import SlackRecords, script_digest
-from bot.slack_text import clip, escape
-from bot.thread_effects import ThreadEffect
-from bot.threads import ThreadPoster
+from bot.slack.poster import ThreadPoster
+from bot.slack.records import SlackRecords, script_digest
+from bot.slack.text import clip, escape
+from bot.workspaces.installations import ClientFor, NotInstalled
 from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventsPage, EventType, FixAction, JobState, JobSubmission
 from storage.sessions import SessionKey, SessionStore
@@ -87,8 +87,8 @@ class RunService:
         self._load_script = load_script
         self._sessions = sessions
         self.policy = policy
-        """Who may approve (bot.approval), and so start code on the GPU host."""
-        self.notifier = RunNotifier(runs, outbox)
+        """Who may approve (bot.runs.approval), and so start code on the GPU host."""
+        self.notifier = RunReporter(runs, outbox)
         self._submitting = threading.Lock()
         self._locks_lock = threading.Lock()
         self._run_locks: dict[int, threading.Lock] = {}

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bot.work_slots import behind_the_acks
+from bot.process.work_slots import behind_the_acks
 
 log = logging.getLogger(__name__)
 

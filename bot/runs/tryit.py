@@ -33,7 +33,11 @@ import openai
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.blocks import (
+from bot.delivery.effects import Post
+from bot.delivery.outbox import Outbox
+from bot.runs.store import Run, RunRef, RunStore
+from bot.runs.try_limits import TryLimits, TryPool
+from bot.slack.blocks import (
     MAX_BLOCKS,
     RUN_CANCEL_ACTION,
     TRY_MODAL,
@@ -41,12 +45,8 @@ from bot.blocks import (
     sections,
     text_message,
 )
-from bot.outbox import Outbox
-from bot.runs.store import Run, RunRef, RunStore
-from bot.runs.try_limits import TryLimits, TryPool
-from bot.slack_text import clip, escape
-from bot.thread_effects import Post
-from bot.threads import ThreadPoster
+from bot.slack.poster import ThreadPoster
+from bot.slack.text import clip, escape
 from flows import Reply
 from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventType, Serving, ServingState
@@ -358,7 +358,7 @@ def _duration(seconds: float) -> str:
 
 def try_modal(run: Run) -> dict[str, Any]:
     """*Try it*'s modal: one prompt; its private_metadata is the run's public id and its
-    thread's channel (`bot.router` sends the submission to that channel's worker)."""
+    thread's channel (`bot.process.router` sends the submission to that channel's worker)."""
     return {
         "type": "modal",
         "callback_id": TRY_MODAL,

@@ -15,10 +15,10 @@ from cryptography.fernet import Fernet
 
 from assistant import assistant_from_environment
 from bot.app import ArtbotApp, build_service, create_app, start_outbox
-from bot.outbox_worker import OutboxWorker
-from bot.script_results import RESULT_CARD_HEAD
+from bot.delivery.worker import OutboxWorker
 from bot.settings import BotSettings, load_settings
-from bot.wizard import WizardService
+from bot.wizard.script_results import RESULT_CARD_HEAD
+from bot.wizard.service import WizardService
 from checks.dryrun import DryrunReport
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey

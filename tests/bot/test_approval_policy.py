@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.approval import NO_POLICY, NOT_ADMIN, ApprovalPolicy
-from bot.installations import BOT_SCOPES
-from bot.serve import BotServer, web_for
+from bot.process.serve import BotServer, web_for
+from bot.runs.approval import NO_POLICY, NOT_ADMIN, ApprovalPolicy
 from bot.settings import SettingsError, load_settings
+from bot.workspaces.installations import BOT_SCOPES
 from storage.sessions import SessionKey
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_runs_end_to_end import STAND_IN

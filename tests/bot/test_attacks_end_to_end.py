@@ -39,7 +39,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 from cryptography.fernet import Fernet
 
-from bot.script_results import DRYRUN_RUNNING, RESULT_CARD_HEAD
+from bot.wizard.script_results import DRYRUN_RUNNING, RESULT_CARD_HEAD
 from flows import TRAIN_RL
 from isolation.sandbox import UID_POOL_SIZE
 from storage.database import create_database_engine

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bot.script_results import RESULT_CARD_HEAD
+from bot.wizard.script_results import RESULT_CARD_HEAD
 from flows import TRAIN_RL
 from storage.database import create_database_engine
 from storage.sessions import SessionKey, SessionStore

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot.blocks import RESULT_ACTIONS, TRY_MODAL
-from bot.serve import BotServer, web_for
-from bot.wizard import WizardService
+from bot.process.serve import BotServer, web_for
+from bot.slack.blocks import RESULT_ACTIONS, TRY_MODAL
+from bot.wizard.service import WizardService
 from tests.bot.conftest import Bot, BotFactory, SlackUser
 from tests.bot.test_run_followups import BASELINE, a_bot, a_finished_run
 from tests.fakes.slack_api import FakeSlack, Message

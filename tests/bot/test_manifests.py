@@ -1,4 +1,5 @@
-"""The Slack app manifests declare exactly what bot/listeners/ listens to and what the bot calls.
+"""The Slack app manifests declare exactly what bot/slack/listeners/ listens to and what the bot
+calls.
 
 Three sources of truth are compared with both manifests:
 - the listeners `create_app` registers (recorded as they are registered, and cross-checked
@@ -23,9 +24,9 @@ from slack_bolt import App
 from slack_sdk import WebClient
 
 from bot.app import REDIRECT_PATH, build_service, create_app
-from bot.blocks import TRY_MODAL
-from bot.installations import BOT_SCOPES
 from bot.settings import load_settings
+from bot.slack.blocks import TRY_MODAL
+from bot.workspaces.installations import BOT_SCOPES
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import (
     SignedRequest,
@@ -186,7 +187,7 @@ def required_subscriptions(registrations: Registrations) -> dict[str, str | None
     required: dict[str, str | None] = {}
     for event_type in registrations.event_types:
         assert event_type in SUBSCRIPTIONS_BY_EVENT, (
-            f"bot/listeners/ listen to {event_type!r}: "
+            f"bot/slack/listeners/ listen to {event_type!r}: "
             "add its subscriptions and scopes to this test"
         )
         required.update(SUBSCRIPTIONS_BY_EVENT[event_type])
@@ -239,8 +240,8 @@ def required_scopes(registrations: Registrations) -> set[str]:
 def test_the_recorded_registrations_are_every_listener_bolt_has(bot: RunningBot) -> None:
     kinds = {name for name, _ in bot.registrations.calls}
     assert kinds <= set(KNOWN_REGISTRATIONS), (
-        f"bot/listeners/ register {sorted(kinds - set(KNOWN_REGISTRATIONS))}: declare them in the "
-        "manifests and teach this test to check them"
+        f"bot/slack/listeners/ register {sorted(kinds - set(KNOWN_REGISTRATIONS))}: declare them "
+        "in the manifests and teach this test to check them"
     )
     assert len(bot.registrations.calls) == len(bot.app._listeners)  # pyright: ignore[reportPrivateUsage]
     assert bot.registrations.commands == {"/train-rl"}
@@ -305,7 +306,7 @@ def test_http_mode_sends_everything_to_the_one_bolt_endpoint() -> None:
     assert settings["event_subscriptions"]["request_url"] == REQUEST_URL
     assert settings["interactivity"]["request_url"] == REQUEST_URL
     assert all(c["url"] == REQUEST_URL for c in manifest["features"]["slash_commands"])
-    from bot.serve import EVENTS_PATH
+    from bot.process.serve import EVENTS_PATH
 
     assert REQUEST_URL.endswith(EVENTS_PATH)
 

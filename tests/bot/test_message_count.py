@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.blocks import RESULT_STEP
+from bot.slack.blocks import RESULT_STEP
 from checks.dryrun import DryrunReport
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_slack_wizard import answer_single_turn_ruler

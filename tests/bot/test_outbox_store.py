@@ -11,12 +11,7 @@ import pytest
 from sqlalchemy import Connection
 
 from assistant import Proposal
-from bot.blocks import PROPOSAL_STEP, RESULT_STEP, SlackMessage, proposal_message, text_message
-from bot.drafts import offer_effects
-from bot.migrations import BOT_DATABASE
-from bot.outbox import Claimed, Outbox, Settlement, TurnEffects
-from bot.slack_records import SlackRecords
-from bot.thread_effects import (
+from bot.delivery.effects import (
     Ask,
     Generate,
     Offer,
@@ -26,6 +21,17 @@ from bot.thread_effects import (
     Update,
     Upload,
 )
+from bot.delivery.outbox import Claimed, Outbox, Settlement, TurnEffects
+from bot.migrations import BOT_DATABASE
+from bot.slack.blocks import (
+    PROPOSAL_STEP,
+    RESULT_STEP,
+    SlackMessage,
+    proposal_message,
+    text_message,
+)
+from bot.slack.records import SlackRecords
+from bot.wizard.drafts import offer_effects
 from flows import TRAIN_RL, Reply, Session, advance, begin
 from storage import migrations
 from storage.database import create_database_engine

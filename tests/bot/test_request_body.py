@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.request_body import MAX_SLACK_BODY_BYTES
-from bot.serve import BotServer, web_for
+from bot.process.serve import BotServer, web_for
+from bot.slack.request_body import MAX_SLACK_BODY_BYTES
 from tests.bot.bot_process import BotProcess, process_database_url
 from tests.bot.conftest import BotFactory, Database, SlackUser
 from tests.fakes.slack_api import FakeSlack

@@ -31,10 +31,10 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from bot.request_body import MAX_SLACK_BODY_BYTES
-from bot.router import MAX_ROUTED_BODY, BotRouter, route_key
+from bot.process.router import MAX_ROUTED_BODY, BotRouter, route_key
+from bot.process.shards import shard_of
 from bot.runs.store import new_public_id
-from bot.shards import shard_of
+from bot.slack.request_body import MAX_SLACK_BODY_BYTES
 from tests.fakes.slack_requests import (
     FORM,
     JSON,

@@ -16,7 +16,12 @@ import pytest
 from alembic import command
 from sqlalchemy import text
 
-from bot.blocks import (
+from bot.migrations import BOT_DATABASE
+from bot.process.serve import BotServer, web_for
+from bot.runs.service import RunService
+from bot.runs.store import PUBLIC_ID, Run, RunRef
+from bot.runs.tryit import try_modal
+from bot.slack.blocks import (
     RESULT_ACTIONS,
     RUN_CANCEL_ACTION,
     RUN_COMPARE_ACTION,
@@ -24,12 +29,7 @@ from bot.blocks import (
     RUN_RERUN_ACTION,
     RUN_TRY_ACTION,
 )
-from bot.installations import schema_engine
-from bot.migrations import BOT_DATABASE
-from bot.runs.service import RunService
-from bot.runs.store import PUBLIC_ID, Run, RunRef
-from bot.runs.tryit import try_modal
-from bot.serve import BotServer, web_for
+from bot.workspaces.installations import schema_engine
 from flows import TRAIN_RL, replay
 from runner.schemas import EventsPage, EventType, JobEvent
 from storage import migrations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
-from bot.serve import BotServer, web_for
+from bot.process.serve import BotServer, web_for
 from checks.dryrun import DryrunReport
 from isolation.sandbox import Sandbox
 from tests.bot.conftest import BotFactory, SlackUser

@@ -21,11 +21,11 @@ import pytest
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 
 from bot.app import LISTENER_SLOTS
-from bot.health import HealthCheck
-from bot.log_fields import KeyValueFormatter, quoted, slack_ids
-from bot.metrics import BotMetrics
-from bot.serve import BotServer, web_for
-from bot.web import BotWeb
+from bot.process.health import HealthCheck
+from bot.process.log_fields import KeyValueFormatter, quoted, slack_ids
+from bot.process.metrics import BotMetrics
+from bot.process.serve import BotServer, web_for
+from bot.slack.asgi import BotWeb
 from storage.sql_store import SqlStore
 from tests.bot.conftest import Bot, BotFactory, SlackUser
 from tests.fakes.slack_api import FakeSlack

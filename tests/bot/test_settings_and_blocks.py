@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from bot.blocks import (
+from bot.settings import SettingsError, load_settings
+from bot.slack.blocks import (
     BUTTON_TEXT_LIMIT,
     SECTION_LIMIT,
     TEXT_LIMIT,
@@ -17,9 +18,8 @@ from bot.blocks import (
     problem_message,
     question_message,
 )
-from bot.listeners.actions import picked_value
-from bot.settings import SettingsError, load_settings
-from bot.slack_text import escape
+from bot.slack.listeners.actions import picked_value
+from bot.slack.text import escape
 from flows import EDIT_MENU, EditMenu, OptionView, Problem, Progress, Question
 from tests.fakes.slack_api import block_errors
 

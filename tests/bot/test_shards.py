@@ -15,13 +15,13 @@ import pytest
 from slack_sdk import WebClient
 
 from bot.app import LISTENER_SLOTS, build_service
-from bot.blocks import text_message
+from bot.delivery.effects import Post
+from bot.delivery.outbox import Outbox
+from bot.delivery.worker import OutboxWorker
 from bot.migrations import BOT_DATABASE
-from bot.outbox import Outbox
-from bot.outbox_worker import OutboxWorker
+from bot.process.shards import ALONE, Shard, shard_of
 from bot.settings import BotSettings
-from bot.shards import ALONE, Shard, shard_of
-from bot.thread_effects import Post
+from bot.slack.blocks import text_message
 from storage import migrations
 from storage.database import create_database_engine
 from storage.sessions import SessionKey

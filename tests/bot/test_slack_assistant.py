@@ -19,9 +19,9 @@ import pytest
 from assistant import Assistant, ChatModel, Completion, Proposal
 from assistant.model import ChatMessage
 from bot.app import LISTENER_SLOTS
-from bot.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
-from bot.outbox import Outbox
-from bot.wizard import Incoming
+from bot.delivery.outbox import Outbox
+from bot.slack.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
+from bot.wizard.service import Incoming
 from flows import TRAIN_RL, Reply, advance
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.openai_server import FakeOpenAI, Scripted

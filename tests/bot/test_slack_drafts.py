@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.drafts import DRAFT_AGAIN
+from bot.wizard.drafts import DRAFT_AGAIN
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_slack_assistant import (
     NO_ADVICE,

@@ -12,7 +12,7 @@ import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.slack_http import KeepAliveWebClient, KeptAliveConnections
+from bot.slack.web_api import KeepAliveWebClient, KeptAliveConnections
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID
 

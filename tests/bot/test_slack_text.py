@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.blocks import SECTION_LIMIT, question_message, sections
-from bot.slack_text import as_typed, clip, escape, unescape, without_mention_of
+from bot.slack.blocks import SECTION_LIMIT, question_message, sections
+from bot.slack.text import as_typed, clip, escape, unescape, without_mention_of
 from flows import OptionView, Question
 
 

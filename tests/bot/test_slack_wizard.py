@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.serve import BotServer, web_for
-from bot.wizard import Incoming
+from bot.process.serve import BotServer, web_for
+from bot.wizard.service import Incoming
 from checks.dryrun import DryrunReport
 from checks.script_check import check_script
 from flows import Reply

@@ -3,7 +3,7 @@ the question they lead to, the closing words under the last answer."""
 
 from __future__ import annotations
 
-from bot.thread_effects import Ask, Generate, Post, Retire, turn_effects
+from bot.delivery.effects import Ask, Generate, Post, Retire, turn_effects
 from flows import Answered, Completed, Notice, Problem, Question, Session, Turn
 
 SESSION = Session.start("train-rl")

@@ -21,11 +21,16 @@ from cryptography.fernet import Fernet, InvalidToken
 from slack_sdk.oauth.installation_store import Installation
 from sqlalchemy import text
 
-from bot.installations import InstallationStore, Workspaces, rotate_token_key, schema_engine
 from bot.migrations import BOT_DATABASE
-from bot.serve import BotServer, web_for
+from bot.process.serve import BotServer, web_for
 from bot.settings import load_settings
-from bot.token_keys import TokenCipher, TokenKeyError
+from bot.workspaces.installations import (
+    InstallationStore,
+    Workspaces,
+    rotate_token_key,
+    schema_engine,
+)
+from bot.workspaces.token_keys import TokenCipher, TokenKeyError
 from storage import migrations
 from storage.database import create_database_engine
 from tests.bot.conftest import BotFactory, Database, SlackUser

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.blocks import TRY_MODAL
+from bot.slack.blocks import TRY_MODAL
 from runner.schemas import EventType, ServingState
 from tests.bot.conftest import Bot, BotFactory, SlackUser
 from tests.bot.test_run_followups import NOBODY_LISTENS, OTHER_USER, TOKEN, a_served_run

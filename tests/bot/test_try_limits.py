@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+from bot.process.serve import BotServer, web_for
 from bot.runs.try_limits import TryLimits, TryPool
-from bot.serve import BotServer, web_for
 from flows import TRAIN_RL, replay
 from runner.schemas import EventsPage, EventType, JobEvent
 from storage.sessions import SessionKey

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from bot.app import LISTENER_SLOTS
-from bot.work_slots import (
+from bot.process.work_slots import (
     BEHIND_THE_ACKS_NICENESS,
     WorkSlots,
     YieldingWebClient,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.shards import shard_of
+from bot.process.shards import shard_of
 from tests.bot.bot_process import BotProcess, process_database_url
 from tests.bot.conftest import Database
 from tests.bot.test_durable_turns import (

@@ -16,9 +16,15 @@ from cryptography.fernet import Fernet
 from slack_sdk import WebClient
 from slack_sdk.oauth.installation_store import Installation
 
-from bot.blocks import text_message
-from bot.home import HOME_BLOCKS_MAX, home_blocks
-from bot.installations import (
+from bot.delivery.effects import Post
+from bot.migrations import BOT_DATABASE
+from bot.process.serve import BotServer, web_for
+from bot.runs.store import Run
+from bot.settings import SettingsError, load_settings
+from bot.slack.blocks import text_message
+from bot.wizard.home import HOME_BLOCKS_MAX, home_blocks
+from bot.wizard.service import STOPPED
+from bot.workspaces.installations import (
     BOT_SCOPES,
     CLIENT_CHECKED_EVERY_S,
     InstallationStore,
@@ -26,13 +32,7 @@ from bot.installations import (
     SlackClients,
     Workspaces,
 )
-from bot.migrations import BOT_DATABASE
-from bot.runs.store import Run
-from bot.serve import BotServer, web_for
-from bot.settings import SettingsError, load_settings
-from bot.thread_effects import Post
-from bot.token_keys import TokenCipher
-from bot.wizard import STOPPED
+from bot.workspaces.token_keys import TokenCipher
 from flows import TRAIN_RL, Session
 from storage import migrations
 from storage.database import create_database_engine

@@ -23,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from artbot.cli import main
 from bot.migrations import BOT_DATABASE
-from bot.slack_records import SlackRecords
+from bot.slack.records import SlackRecords
 from flows import TRAIN_RL, Reply, Session, advance, begin
 from runner.migrations import RUNNER_DATABASE
 from runner.schemas import JobSubmission

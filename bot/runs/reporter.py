@@ -1,0 +1,188 @@
+"""A job's events, told in its run's thread: one status card kept up to date in place (state,
+step, train and validation rewards, elapsed time), and only the milestones people act on,
+each one message through the outbox: training started, the first warning, a failure with
+what to do, the result with the model (and the reward curve once, at the end).
+
+Validations are not posted: the card shows the latest val/reward, and a post per validation
+(with a plot each) made a long run the noisiest part of the thread. The first validation's best
+and worst rollouts are (bot.runs.rollouts: which ones, and why)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.delivery.effects import Post, ThreadEffect
+from bot.delivery.outbox import Outbox
+from bot.runs.cards import failure_message, status_card, success_message
+from bot.runs.plots import reward_curve_png
+from bot.runs.rollouts import first_validation, rollouts_said, with_samples
+from bot.runs.store import Run, RunStore
+from bot.slack.blocks import text_message
+from bot.slack.text import clip, escape
+from runner.schemas import EventType, Failure, JobEvent, JobState, ValidationRollouts
+
+log = logging.getLogger(__name__)
+
+CARD_MIN_INTERVAL = timedelta(seconds=5)
+"""chat.update is Tier 3 (about 50 a minute): one card refreshes at most this often."""
+MAX_WARNINGS_POSTED = 1
+"""The first warning is news; the next ones of the same run mostly repeat it."""
+
+
+class RunReporter:
+    """Says what happens to a run in its wizard's thread, and keeps the run's row in step."""
+
+    def __init__(self, runs: RunStore, outbox: Outbox) -> None:
+        self.runs = runs
+        self.outbox = outbox
+
+    def handle(self, slack: WebClient, run: Run, event: JobEvent) -> tuple[Run, list[ThreadEffect]]:
+        """Record what one event says about the run; the updated run, and what its thread must
+        be told, for the caller to queue with the event's cursor (one transaction: a restarted
+        bot tells it once). Files (the reward curve, long rollouts) are uploaded now."""
+        data = event.data
+        said: list[ThreadEffect] = []
+        if event.type is EventType.started:
+            run = self.runs.update(run.id, state=JobState.running.value, started_at=event.at)
+            started = f":rocket: Training started ({escape(run.script_name)}, job `{run.job_id}`)."
+            said.append(Post(text_message(started)))
+        elif event.type is EventType.step:
+            run = self.runs.update(
+                run.id,
+                state=JobState.running.value,
+                points=_with_point(run.points, data, "train", "train/reward"),
+            )
+        elif event.type is EventType.validation:
+            run = self.runs.update(run.id, points=_with_validation(run.points, data))
+        elif event.type is EventType.rollouts:
+            run = self._rollouts(slack, run, data, said)
+        elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
+            run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
+            warning = f":warning: {escape(clip(str(data.get('message', '')), 1_500))}"
+            said.append(Post(text_message(warning)))
+        elif event.type is EventType.failed:
+            run = self.runs.update(run.id, state=JobState.failed.value, finished_at=event.at)
+            said.append(Post(failure_message(run, _failure(data))))
+            self._upload_plot(slack, run)
+        elif event.type is EventType.succeeded:
+            run = self.runs.update(
+                run.id, state=JobState.succeeded.value, finished_at=event.at, result=dict(data)
+            )
+            said.append(Post(success_message(run, data)))
+            self._upload_plot(slack, run)
+        elif event.type in (EventType.cancelled, EventType.lost):
+            run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
+            what = (
+                "was cancelled"
+                if event.type is EventType.cancelled
+                else "was lost: the runner restarted and its process was gone"
+            )
+            ended = f"<@{run.owner}> the training job `{run.job_id}` {what}."
+            said.append(Post(text_message(ended)))
+        return run, said
+
+    def _rollouts(
+        self, slack: WebClient, run: Run, data: Mapping[str, Any], said: list[ThreadEffect]
+    ) -> Run:
+        """A validation's best and worst rollouts: their gist kept with the step's point (the
+        status card shows the latest validation's), and the first validation's posted in full
+        (bot.runs.rollouts says which are posted); the others are shown on request or, the last,
+        at the end."""
+        try:
+            rollouts = ValidationRollouts.model_validate(data)
+        except ValueError:
+            log.warning("run %s: a rollouts event that does not parse", run.id)
+            return run
+        if first_validation(run, rollouts.step):
+            said.extend(rollouts_said(slack, run, rollouts, "the first validation"))
+        return self.runs.update(run.id, points=with_samples(run.points, rollouts))
+
+    def _upload_plot(self, slack: WebClient, run: Run) -> None:
+        if not run.points:
+            return
+        try:
+            png = reward_curve_png(run.points, run.script_name.removesuffix(".py"))
+            slack.files_upload_v2(
+                channel=run.key.channel,
+                thread_ts=run.key.thread,
+                content=png,
+                filename=f"{run.script_name.removesuffix('.py')}-rewards.png",
+                title="Reward curve",
+            )
+        except SlackApiError as error:
+            log.warning("plot upload failed for run %s: %s", run.id, error.response.get("error"))
+
+    def refresh_card(self, slack: WebClient, run: Run, *, force: bool = False) -> None:
+        """Update the run's status card, at most every CARD_MIN_INTERVAL unless `force`."""
+        if run.card_ts is None:
+            return
+        now = self.runs.now()
+        if (
+            not force
+            and run.card_updated_at is not None
+            and now - run.card_updated_at < CARD_MIN_INTERVAL
+        ):
+            return
+        card = status_card(run, now=now)
+        try:
+            slack.chat_update(
+                channel=run.key.channel, ts=run.card_ts, text=card.text, blocks=card.blocks
+            )
+        except SlackApiError as error:
+            log.warning(
+                "status card update failed for run %s: %s", run.id, error.response.get("error")
+            )
+            return
+        self.runs.update(run.id, card_updated_at=now)
+
+    def say(self, slack: WebClient, run: Run, text: str) -> None:
+        """Post `text` into the run's thread, through the outbox."""
+        self.outbox.enqueue(run.key, [Post(text_message(text))])
+
+
+def _failure(data: Mapping[str, Any]) -> Failure:
+    """The failure a `failed` event carries; one that does not parse keeps its summary."""
+    try:
+        return Failure.model_validate(data)
+    except ValueError:
+        summary = str(data.get("summary") or "The job failed.")
+        return Failure(kind="unknown", summary=summary)  # type: ignore[arg-type]
+
+
+def _with_point(
+    points: list[dict[str, Any]], data: Mapping[str, Any], field: str, metric: str
+) -> list[dict[str, Any]]:
+    step = data.get("step")
+    value = data.get(metric)
+    if not isinstance(step, int) or not isinstance(value, int | float):
+        return points
+    updated = [dict(p) for p in points]
+    for point in updated:
+        if point["step"] == step:
+            point[field] = float(value)
+            return updated
+    updated.append({"step": step, "train": None, "val": None, field: float(value)})
+    return sorted(updated, key=lambda p: p["step"])
+
+
+def _with_validation(points: list[dict[str, Any]], data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The validation's val/reward on the curve, and every numeric val/ metric it logged kept
+    with its point (`val_metrics`), for the before-and-after table."""
+    updated = _with_point(points, data, "val", "val/reward")
+    if updated is points:  # no val/reward: nothing to compare
+        return points
+    metrics = {
+        key: float(value)
+        for key, value in data.items()
+        if key.startswith("val/") and isinstance(value, int | float)
+    }
+    for point in updated:
+        if point["step"] == data["step"]:
+            point["val_metrics"] = metrics
+    return updated

@@ -1,0 +1,230 @@
+"""Button clicks: a question's answers, the assistant's proposals, the buttons under a script,
+and a run's Cancel and fixes."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt import Ack, App, BoltContext
+from slack_sdk import WebClient
+
+from bot.runs.store import RunRef
+from bot.slack.blocks import (
+    ANSWER_ACTION,
+    PROPOSAL_ACCEPT,
+    PROPOSAL_REANSWER,
+    RESULT_ACTIONS,
+    RUN_CANCEL_ACTION,
+    RUN_FIX_ACTION,
+    parse_answer_value,
+)
+from bot.slack.listeners.guard import AfterAck
+from bot.slack.listeners.payloads import (
+    mapping_at,
+    optional_mapping,
+    optional_text,
+    required_text,
+    text_at,
+)
+from bot.wizard.drafts import DRAFT_AGAIN, DRAFT_EDIT
+from bot.wizard.script_results import parse_session_ref
+from bot.wizard.service import Incoming, WizardService
+from flows import Reply
+from runner.schemas import FixAction
+from storage.sessions import SessionKey
+
+log = logging.getLogger(__name__)
+
+
+def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
+    """Every button the bot posts: ack, then the work on `after_ack`'s pool."""
+
+    @app.action(re.compile(rf"^{ANSWER_ACTION}:\d+$"))
+    def on_answer_click(
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
+    ) -> None:
+        ack()
+        user, delivery = clicker(body), click_id(body, action)
+        parsed = parse_answer_value(picked_value(action))
+        key = action_key(body)
+        if parsed is None or key is None:
+            return
+        step_id, value = parsed
+        incoming = Incoming(key, user, Reply.button(step_id, value), delivery)
+        after_ack.submit(
+            context,
+            "action",
+            lambda: service.handle(client, incoming),
+            key=key,
+            client=client,
+            service=service,
+        )
+
+    @app.action(re.compile(rf"^({'|'.join(RESULT_ACTIONS)})$"))
+    def on_result_click(
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
+    ) -> None:
+        ack()
+        user, delivery = clicker(body), click_id(body, action)
+        action_id = required_text(action, "action_id")
+        key = parse_session_ref(optional_text(action, "value"))
+        if key is None:
+            return
+        if key.team != clicked_team(body):  # the button names another workspace's wizard
+            log.warning("ignored a result click naming another team's thread")
+            return
+        after_ack.submit(
+            context,
+            "action",
+            lambda: service.result_action(client, key, user, action_id, delivery),
+            key=key,
+            client=client,
+            service=service,
+        )
+
+    proposal_actions = (PROPOSAL_ACCEPT, PROPOSAL_REANSWER, DRAFT_EDIT, DRAFT_AGAIN)
+
+    @app.action(re.compile(rf"^({'|'.join(proposal_actions)})$"))
+    def on_proposal_click(
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
+    ) -> None:
+        ack()
+        user, delivery = clicker(body), click_id(body, action)
+        action_id = required_text(action, "action_id")
+        value = optional_text(action, "value")
+        message_ts = text_at(body, "message", "ts")
+        key = action_key(body)
+        if key is None:
+            return
+        after_ack.submit(
+            context,
+            "action",
+            lambda: service.proposal_action(
+                client, key, user, action_id, value, message_ts, delivery
+            ),
+            key=key,
+            client=client,
+            service=service,
+        )
+
+    on_run_button(
+        app,
+        after_ack,
+        RUN_CANCEL_ACTION,
+        lambda click: service.cancel_run(click.client, click.run, click.user),
+    )
+    on_run_button(
+        app,
+        after_ack,
+        re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"),
+        lambda click: service.fix_run(
+            click.client,
+            click.run,
+            FixAction(click.action_id.split(":", 1)[1]),
+            click.user,
+            click.delivery,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class RunClick:
+    """A click on a button that names a run: its value is the run's public id, and the run is
+    looked for in the clicker's workspace only."""
+
+    client: WebClient
+    run: RunRef
+    user: str
+    delivery: str
+    """The click's delivery id (`click_id`)."""
+    action_id: str
+    trigger_id: str
+    """What opens a modal, once, within 3 seconds of the click."""
+
+
+def on_run_button(
+    app: App,
+    after_ack: AfterAck,
+    action_id: str | re.Pattern[str],
+    work: Callable[[RunClick], object],
+) -> None:
+    """A run's button: ack at once, then `work(click)` on `after_ack`'s pool; a value that is
+    not a run's public id is ignored."""
+
+    @app.action(action_id)
+    def clicked(
+        ack: Ack,
+        body: dict[str, Any],
+        action: dict[str, Any],
+        client: WebClient,
+        context: BoltContext,
+    ) -> None:
+        ack()
+        user, delivery = clicker(body), click_id(body, action)
+        action_id = required_text(action, "action_id")
+        run = clicked_run(body, action)
+        if run is None:
+            return
+        click = RunClick(client, run, user, delivery, action_id, text_at(body, "trigger_id") or "")
+        after_ack.submit(
+            context, "action", lambda: work(click), key=action_key(body), team=context.team_id
+        )
+
+
+def action_key(body: Mapping[str, Any]) -> SessionKey | None:
+    """The wizard a clicked button belongs to: the thread of the message it sits on."""
+    channel = text_at(body, "channel", "id") or text_at(body, "container", "channel_id")
+    thread = text_at(body, "message", "thread_ts") or text_at(body, "container", "thread_ts")
+    team = clicked_team(body)
+    if not (channel and thread and team):
+        return None
+    return SessionKey(team, channel, thread)
+
+
+def clicked_team(body: Mapping[str, Any]) -> str | None:
+    """The workspace the click came from (Slack's, never the button's value)."""
+    return text_at(body, "team", "id") or text_at(body, "user", "team_id")
+
+
+def clicker(body: Mapping[str, Any]) -> str:
+    """Who clicked; Malformed when the payload names nobody, or a part of it that the click's
+    listeners read is not an object."""
+    for part in ("message", "channel", "container", "team"):
+        optional_mapping(body, part)
+    return required_text(body, "user", "id")
+
+
+def click_id(body: Mapping[str, Any], action: Mapping[str, Any]) -> str:
+    """A click's delivery id: Slack's retries of one click share it, two clicks do not."""
+    when = text_at(action, "action_ts") or text_at(body, "trigger_id")
+    return f"action:{clicker(body)}:{when}"
+
+
+def picked_value(action: Mapping[str, Any]) -> str:
+    """What a click on one of our answers carries: a button's value, or a select's option;
+    Malformed when either is something else than text."""
+    return optional_text(action, "value") or optional_text(
+        mapping_at(action, "selected_option"), "value"
+    )
+
+
+def clicked_run(body: Mapping[str, Any], action: Mapping[str, Any]) -> RunRef | None:
+    """The run a status card's or a finished run's button names, in the clicker's workspace;
+    None when the value is not a public id."""
+    return RunRef.parse(clicked_team(body) or "", optional_text(action, "value"))
