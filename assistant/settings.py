@@ -21,16 +21,29 @@ class AssistantSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=PREFIX, case_sensitive=False, extra="ignore")
 
-    model: str = Field(min_length=1, description="the model id, e.g. gpt-5.4-mini")
+    model: str = Field(
+        min_length=1,
+        description="the model id, e.g. gpt-5.4-mini; unset: no assistant, and no other "
+        "ARTBOT_LLM_* setting is read",
+    )
     base_url: str | None = Field(
         default=None, description="an OpenAI-compatible server's /v1 URL (default: OpenAI's)"
     )
     api_key: SecretStr | None = Field(
         default=None, description="the server's API key (default: OPENAI_API_KEY)"
     )
-    timeout_s: float = Field(default=20.0, gt=0, le=300)
-    requests_per_minute: int = Field(default=10, ge=1, le=10_000)
-    tokens_per_day: int = Field(default=200_000, ge=1)
+    timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        le=300,
+        description="how long one model call may take before the plain question is asked",
+    )
+    requests_per_minute: int = Field(
+        default=10, ge=1, le=10_000, description="model calls one user may make per minute"
+    )
+    tokens_per_day: int = Field(
+        default=200_000, ge=1, description="tokens one user's model calls may use per day"
+    )
 
     @field_validator("base_url")
     @classmethod

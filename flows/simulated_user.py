@@ -69,5 +69,6 @@ def simulated_user_display(value: Any) -> str:
 
 
 def has_simulated_user(answers: Answers) -> bool:
+    """A simulated user was given (instructions, not `none`)."""
     value = answers.get("simulated_user")
     return isinstance(value, Mapping) and bool(value.get("instructions"))

@@ -76,6 +76,7 @@ WITH_REWARD_CODE = is_("reward", "programmatic", "custom")
 
 
 def _environment_defines_reward(answers: Answers) -> bool:
+    """The environment defines its own `compute_reward(game)`."""
     source = answers.get("environment")
     return isinstance(source, str) and defines_function(source, "compute_reward")
 
@@ -334,9 +335,14 @@ def third_party_imports(answers: Answers) -> list[str]:
     return third_party(imported_modules(user_code(answers)))
 
 
+def _imports_third_party(answers: Answers) -> bool:
+    """The user's code imports a module that neither Python nor the script's dependencies
+    provide."""
+    return bool(third_party_imports(answers))
+
+
 THIRD_PARTY_IMPORTS = Holds(
-    ("scenario_generator", "tool_code", "environment", "reward_logic"),
-    lambda answers: bool(third_party_imports(answers)),
+    ("scenario_generator", "tool_code", "environment", "reward_logic"), _imports_third_party
 )
 
 
