@@ -5,7 +5,7 @@
                                               [--lines-per-second 10000] [--line-bytes 500]
                                               [--bot-runs 2] [--bot-validations 10]
 
-The real runner (`artbot runner serve`'s code, `runner.serve.serve`) runs as a child process on
+The real runner (`artbot runner serve`'s code, `runner.api.server.serve`) runs as a child process on
 127.0.0.1 with a SQLite database in a temporary folder, two fake GPU slots and jobs run as
 `{python} {script}`; this script talks to it with `runner.client.RunnerClient`. Measured:
 
@@ -278,8 +278,8 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from slack_sdk import WebClient
 
-    from bot.app import build_service, start_outbox
     from bot.runs.follower import RunFollower
+    from bot.services import build_services, start_outbox
     from bot.settings import load_settings
     from runner.client import AsyncRunnerClient
     from storage.sessions import SessionKey
@@ -314,7 +314,7 @@ def measure_bot_follow(base_url: str, runs: int, validations: int, interval: flo
                 "ARTBOT_RUNNER_TOKEN": TOKEN,
             }
         )
-        service = build_service(settings)
+        service = build_services(settings)
         assert service.runs is not None
         slack = WebClient(token=BOT_TOKEN, base_url=fake.base_url)
         fake.watch(received)
@@ -393,7 +393,7 @@ def start_runner(root: Path, port: int, poll_interval: float, **settings: str) -
         [
             sys.executable,
             "-c",
-            f"import sys; from runner.serve import serve; sys.exit(serve(port={port}))",
+            f"import sys; from runner.api.server import serve; sys.exit(serve(port={port}))",
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -453,7 +453,7 @@ def ray_cli_start(address: str, ray_jobs: object, index: int, working_dir: Path)
 
 def measure_ray(jobs: int, poll_interval: float, root: Path) -> None:
     """The Ray executor beside `ray job submit`, on a local Ray head started here."""
-    from runner.ray_jobs import RayJobs
+    from runner.jobs.ray.job_api import RayJobs
 
     # The tests' head (loopback, free ports, its own temp folder), from the repository root.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
             [
                 sys.executable,
                 "-c",
-                f"import sys; from runner.serve import serve; sys.exit(serve(port={port}))",
+                f"import sys; from runner.api.server import serve; sys.exit(serve(port={port}))",
             ],
             env=env,
             stdout=subprocess.DEVNULL,

@@ -32,7 +32,7 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
 def run_runner_command(args: argparse.Namespace) -> int:
     """Run `artbot runner <action>`; returns the exit status."""
     if args.action == "serve":
-        from runner.serve import serve
+        from runner.api.server import serve
 
         return serve(host=args.host, port=args.port)
     return EXIT_USAGE  # pragma: no cover - argparse allows only known actions

@@ -16,8 +16,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from config.from_environment import SettingsError, load_from_environment
-from runner.gpu import parse_slots
-from runner.job_user import JobUser, can_switch_users
+from runner.jobs.gpu import parse_slots
+from runner.jobs.local.job_user import JobUser, can_switch_users
 from runner.schemas import ENV_NAME_PATTERN
 from storage.database import data_dir
 

@@ -158,7 +158,10 @@ def test_adapters_use_the_wizard_through_its_public_api() -> None:
             ),
         ),
         ("assistant", ("storage", "bot", "artbot", "checks", "runner", "slack_sdk")),
-        ("runner.serve", ("flows", "bot", "artbot", "checks", "storage.sessions", "slack_sdk")),
+        (
+            "runner.api.server",
+            ("flows", "bot", "artbot", "checks", "storage.sessions", "slack_sdk"),
+        ),
         ("runner.api", ("flows", "bot", "artbot", "checks", "storage.sessions")),
         ("storage.migrations", ("flows", "bot", "runner", "artbot", "checks")),
         ("checks.script_check", ("bot", "runner", "artbot", "storage", "slack_sdk")),
@@ -181,11 +184,11 @@ def test_importing_a_layer_loads_nothing_above_it(
 
 
 def test_the_layer_rules_catch_an_upward_import() -> None:
-    assert not allowed("runner.store", "flows")
-    assert not allowed("runner.service", "storage.sessions")
+    assert not allowed("runner.records.store", "flows")
+    assert not allowed("runner.jobs.service", "storage.sessions")
     assert not allowed("flows.engine", "storage.database")
     assert not allowed("bot.app", "artbot.cli")
-    assert not allowed("bot.runs", "runner.service")
+    assert not allowed("bot.runs", "runner.jobs.service")
     assert not allowed("storage.database", "storage.sessions")
     assert not allowed("checks.dryrun.launch", "bot.app")
     assert not allowed("config.from_environment", "runner.settings")

@@ -8,8 +8,8 @@ from fastapi import FastAPI
 from runner.api import routes
 from runner.api.body_limit import ASGIApp, BodyLimit
 from runner.api.errors import add_error_handlers
-from runner.metrics import RunnerMetrics
-from runner.service import JobService
+from runner.api.metrics import RunnerMetrics
+from runner.jobs.service import JobService
 
 
 def create_app(service: JobService, token: str) -> FastAPI:

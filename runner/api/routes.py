@@ -11,8 +11,9 @@ from fastapi.responses import PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
 from runner.api.auth import require_token
+from runner.api.metrics import CONTENT_TYPE, RunnerMetrics
 from runner.api.serving_proxy import pass_on
-from runner.metrics import CONTENT_TYPE, RunnerMetrics
+from runner.jobs.service import EVENTS_PAGE_LIMIT, JOBS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
 from runner.schemas import (
     EventsPage,
     Health,
@@ -24,7 +25,6 @@ from runner.schemas import (
     RolloutsPage,
     Serving,
 )
-from runner.service import EVENTS_PAGE_LIMIT, JOBS_PAGE_LIMIT, MAX_LOG_TAIL_BYTES, JobService
 
 MAX_WAIT_S = 30.0
 DEFAULT_LOG_TAIL_BYTES = 64 * 1024
@@ -145,7 +145,7 @@ async def _next_events(
     page = await run_in_threadpool(service.events, job_id, after, limit)
     if page.events or page.finished or wait <= 0:
         return page
-    with service.notifier.subscribe(job_id) as arrived:
+    with service.wakeups.subscribe(job_id) as arrived:
         # Read again once subscribed: an event stored in between is not missed.
         page = await run_in_threadpool(service.events, job_id, after, limit)
         if page.events or page.finished:

@@ -14,7 +14,7 @@ import httpx
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
-from runner.service import JobService
+from runner.jobs.service import JobService
 
 PASSED_PATHS = frozenset({"chat/completions", "completions", "models"})
 MODEL_CALL_TIMEOUT_S = 300.0

@@ -12,8 +12,8 @@ import pytest
 
 from bot.runs.follower import Backoff, RunFollower
 from bot.runs.store import Run
+from runner.api.server import RunnerServer, build_service
 from runner.client import AsyncRunnerClient
-from runner.serve import RunnerServer, build_service
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_runs_end_to_end import finished_wizard, runs_of
 from tests.fakes.slack_api import FakeSlack

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.runs.service import RunService
-from runner.serve import RunnerServer, build_service
+from runner.api.server import RunnerServer, build_service
 from runner.settings import load_settings
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_slack_wizard import answer_single_turn_ruler

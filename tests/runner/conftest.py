@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from runner.api.server import RunnerServer, build_service
 from runner.client import RunnerClient
 from runner.schemas import JobEvent, JobState, JobSubmission
-from runner.serve import RunnerServer, build_service
 from runner.settings import RunnerSettings, load_settings
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"

@@ -17,9 +17,9 @@ import os
 import sys
 import time
 
-from runner.executor import JobProcess
+from runner.api.server import build_service
+from runner.jobs.local.job_process import JobProcess
 from runner.schemas import EventType, JobState, JobSubmission
-from runner.serve import build_service
 from runner.settings import load_settings
 
 DIED = 86

@@ -149,7 +149,7 @@ def test_the_async_long_poll_maps_errors_alike_and_is_cancelled_at_once(runner: 
                 await client.events("no-such-job")
             assert unknown.value.status == 404
             poll = asyncio.create_task(client.events(job_id, after=after, wait=30))
-            while runner.server.service.notifier.waiting() == 0:  # pending at the runner
+            while runner.server.service.wakeups.waiting() == 0:  # pending at the runner
                 await asyncio.sleep(0.02)
             poll.cancel()
             with pytest.raises(asyncio.CancelledError):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.failures import FailureContext, classify_failure, last_traceback
-from runner.gpu import GpuInfo, GpuProcess
+from runner.jobs.failures import FailureContext, classify_failure, last_traceback
+from runner.jobs.gpu import GpuInfo, GpuProcess
 from runner.schemas import EventType, FailureKind, FixAction, JobState
 from tests.runner.conftest import SCRIPTS, Runner, RunnerFactory, job_environ
 
@@ -500,7 +500,7 @@ def test_long_messages_are_clipped_to_the_schema() -> None:
 def test_a_runner_bug_while_settling_fails_the_job_instead_of_leaving_it_running(
     runner: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runner import outcome
+    from runner.jobs import outcome
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("classifier bug")

@@ -11,13 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runner.instance_lock import DatabaseInUse, RunnerLock
-from runner.migrations import RUNNER_DATABASE
-from runner.retention import RetentionPolicy, sweep
+from runner.api.server import build_service
+from runner.records.instance_lock import DatabaseInUse, RunnerLock
+from runner.records.migrations import RUNNER_DATABASE
+from runner.records.retention import RetentionPolicy, sweep
+from runner.records.store import JobStore
 from runner.schemas import JobState, JobSubmission
-from runner.serve import build_service
 from runner.settings import SettingsError, load_settings
-from runner.store import JobStore
 from storage import migrations
 from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 from tests.runner.conftest import TOKEN, Runner, runner_env

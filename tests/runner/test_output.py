@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runner import supervise as supervise_module
-from runner.logfile import OutputFollower, read_excerpt, read_tail
-from runner.schemas import EventType, JobState, JobSubmission
-from runner.supervise import (
+from runner.jobs.local import supervisor as supervise_module
+from runner.jobs.local.supervisor import (
     DROPPED_FILE,
     EXIT_FILE,
     GO_LINE,
@@ -24,7 +22,9 @@ from runner.supervise import (
     CappedLog,
     log_budget,
 )
-from runner.supervise import main as supervise
+from runner.jobs.local.supervisor import main as supervise
+from runner.progress.logfile import OutputFollower, read_excerpt, read_tail
+from runner.schemas import EventType, JobState, JobSubmission
 from tests.runner.conftest import Runner, RunnerFactory
 
 MiB = 1024 * 1024

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runner.progress import (
+from runner.progress.art_records import (
     MAX_LINE_BYTES,
     ArtProgress,
     Baseline,

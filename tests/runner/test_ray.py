@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from runner.progress import PROGRESS_PREFIX
-from runner.ray_jobs import RECREATED_ENTRYPOINT, RayJobs, RayJobSpec, RayStatus
+from runner.jobs.ray.job_api import RECREATED_ENTRYPOINT, RayJobs, RayJobSpec, RayStatus
+from runner.progress.art_records import PROGRESS_PREFIX
 from runner.schemas import EventType, FailureKind, JobEvent, JobState
 from tests.runner.conftest import Runner, RunnerFactory, job_environ, processes_with_env
 from tests.runner.ray_head import RayHead, start_ray_head

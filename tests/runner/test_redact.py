@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from isolation.log_filters import AccessLogWithoutQuery, RedactingLogFilter
-from runner.redact import REDACTED, Redactor
+from runner.records.redact import REDACTED, Redactor
 from runner.schemas import EventType, Failure, FailureKind, JobState
 from storage.database import create_database_engine
 from tests.runner.conftest import TOKEN, RunnerFactory, job_environ

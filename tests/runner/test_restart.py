@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from runner.api.server import RunnerServer, build_service
 from runner.client import RunnerClient
-from runner.executor import JobProcess
-from runner.migrations import RUNNER_DATABASE
+from runner.jobs.local.job_process import JobProcess
+from runner.records.migrations import RUNNER_DATABASE
+from runner.records.store import JobStore
 from runner.schemas import EventType, JobState, JobSubmission
-from runner.serve import RunnerServer, build_service
 from runner.settings import load_settings
-from runner.store import JobStore
 from storage import migrations
 from tests.runner.conftest import (
     TOKEN,
@@ -129,7 +129,7 @@ def test_a_stored_pid_now_used_by_another_process_is_not_mistaken_for_the_job(
     assert record is not None and record.pid is not None
     # The pid exists (this test process) but it started at another time: not the job's.
     with store._transaction() as orm:
-        from runner.store import JobRow
+        from runner.records.store import JobRow
 
         row = orm.get(JobRow, job_id)
         assert row is not None

@@ -10,8 +10,8 @@ from art.utils.trajectory_logging import write_trajectory_groups_parquet
 from openai.types.chat.chat_completion import Choice
 from openai.types.chat.chat_completion_message import ChatCompletionMessage
 
-from runner.progress import ArtProgress, Baseline
-from runner.rollouts import MAX_CONTENT_CHARS, read_rollouts
+from runner.progress.art_records import ArtProgress, Baseline
+from runner.progress.validation_rollouts import MAX_CONTENT_CHARS, read_rollouts
 from runner.schemas import EventType, ValidationRollouts
 from tests.runner.conftest import Runner, RunnerFactory, job_environ
 

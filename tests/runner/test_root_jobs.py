@@ -99,6 +99,7 @@ def test_serve_says_at_start_up_that_it_refuses_jobs_as_root(tmp_path: Path) -> 
         if server.poll() is None:
             server.kill()
             server.wait()
-    assert b"ERROR runner.serve refusing every job and serving job: the runner runs as root" in (
-        output
+    assert (
+        b"ERROR runner.api.server refusing every job and serving job: the runner runs as root"
+        in (output)
     )

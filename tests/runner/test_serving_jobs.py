@@ -16,10 +16,10 @@ import httpx
 import openai
 import pytest
 
+from runner.api.server import build_service
 from runner.client import RunnerRejected
+from runner.jobs.local.supervisor import write_whole_json
 from runner.schemas import EventType, JobEvent, JobState, ServingState
-from runner.serve import build_service
-from runner.supervise import write_whole_json
 from tests.runner.conftest import (
     SCRIPTS,
     TOKEN,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.gpu import default_slots, parse_gpus, parse_slots
-from runner.serve import build_service
+from runner.api.server import build_service
+from runner.jobs.gpu import default_slots, parse_gpus, parse_slots
 from runner.settings import SettingsError, load_settings
 
 TOKEN = "a-token-of-enough-length"

@@ -7,7 +7,7 @@ import os
 import re
 import time
 
-from runner.memory import memory_bytes, process_memory_bytes
+from runner.jobs.local.memory import memory_bytes, process_memory_bytes
 from runner.schemas import EventType, FailureKind, FixAction, JobState
 from tests.runner.conftest import Runner, RunnerFactory, alive, processes_with_env
 

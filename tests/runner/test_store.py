@@ -11,9 +11,9 @@ import pytest
 from sqlalchemy import text
 
 from runner.errors import IdempotencyConflict
-from runner.migrations import RUNNER_DATABASE
+from runner.records.migrations import RUNNER_DATABASE
+from runner.records.store import JobStore
 from runner.schemas import EventType, Failure, FailureKind, JobState, JobSubmission
-from runner.store import JobStore
 from storage import migrations
 from storage.database import create_database_engine
 from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema

@@ -25,9 +25,9 @@ from artbot.cli import main
 from bot.migrations import BOT_DATABASE
 from bot.slack.records import SlackRecords
 from flows import TRAIN_RL, Reply, Session, advance, begin
-from runner.migrations import RUNNER_DATABASE
+from runner.records.migrations import RUNNER_DATABASE
+from runner.records.store import JobStore
 from runner.schemas import JobSubmission
-from runner.store import JobStore
 from storage import migrations as db
 from storage.database import create_database_engine
 from storage.sessions import SessionKey, SessionStore

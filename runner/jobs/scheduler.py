@@ -11,8 +11,8 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
+from runner.records.store import STARTED_STATES, JobRow, JobStore
 from runner.schemas import JobState
-from runner.store import STARTED_STATES, JobRow, JobStore
 
 log = logging.getLogger(__name__)
 

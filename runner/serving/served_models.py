@@ -33,17 +33,17 @@ from pathlib import Path
 
 import httpx
 
-from runner import executor
 from runner.errors import NotServing, ServeRefused, ServingNotReady
-from runner.job_folder import runner_dir
-from runner.processes import LEFTOVER_GRACE_S, terminate_job
-from runner.progress import checkpoint_steps, find_model_folders
-from runner.recorder import JobRecorder
-from runner.scheduler import SlotPool
+from runner.jobs.job_folder import runner_dir
+from runner.jobs.local import job_process as executor
+from runner.jobs.local.processes import LEFTOVER_GRACE_S, terminate_job
+from runner.jobs.local.supervisor import write_whole_json
+from runner.jobs.scheduler import SlotPool
+from runner.progress.art_records import checkpoint_steps, find_model_folders
+from runner.records.recorder import JobRecorder
+from runner.records.store import JobRow
 from runner.schemas import EventType, JobState, Serving, ServingState
 from runner.settings import RunnerSettings
-from runner.store import JobRow
-from runner.supervise import write_whole_json
 
 log = logging.getLogger(__name__)
 

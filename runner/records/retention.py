@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from runner.store import JobRow, JobStore
+from runner.records.store import JobRow, JobStore
 
 log = logging.getLogger(__name__)
 

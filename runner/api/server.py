@@ -17,14 +17,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from isolation.inspection import forbid_inspection
 from isolation.log_filters import filter_log_handlers
 from runner.api import create_app, wrap
-from runner.executor import JobProcess
-from runner.gpu import GpuProbe
-from runner.instance_lock import DatabaseInUse, RunnerLock
-from runner.migrations import RUNNER_DATABASE
-from runner.ray_jobs import RayUnavailable
-from runner.service import JobService
+from runner.jobs.gpu import GpuProbe
+from runner.jobs.local.job_process import JobProcess
+from runner.jobs.ray.job_api import RayUnavailable
+from runner.jobs.service import JobService
+from runner.records.instance_lock import DatabaseInUse, RunnerLock
+from runner.records.migrations import RUNNER_DATABASE
+from runner.records.store import JobStore
 from runner.settings import RunnerSettings, SettingsError, load_settings
-from runner.store import JobStore
 from runner.uvicorn_server import GracefulServer
 from storage import migrations
 from storage.database import DatabaseUrlError, database_problem

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.rollouts import read_rollouts, val_trajectory_files
+from runner.progress.validation_rollouts import read_rollouts, val_trajectory_files
 from runner.schemas import EventType
 
 HISTORY_FILE = "history.jsonl"

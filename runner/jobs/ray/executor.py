@@ -11,7 +11,7 @@ thread per job follows it (its state, its output, a cancel, the max runtime) to 
   same scanner as a local job's.
 - **States**: PENDING keeps the job `starting`, RUNNING makes it `running`, SUCCEEDED
   `succeeded`, FAILED `failed` (classified from the output and the exit code, by
-  runner/failures.py), STOPPED `cancelled`.
+  runner/jobs/failures.py), STOPPED `cancelled`.
 - **Restart**: a started job is followed again; its output is read again from the start, and
   only what the event log lacks is reported. A job Ray does not know any more (its head
   restarted) is `lost`, with the reason.
@@ -28,20 +28,20 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from runner.executor import ExitStatus
-from runner.failures import make_failure
-from runner.job_folder import runner_dir
-from runner.job_threads import JobThread, JobThreads
-from runner.outcome import Ended, Ending, Outcome, settle
-from runner.progress import OutputScanner, ProgressLines, Seen
-from runner.ray_entry import FORCED_LINE
-from runner.ray_jobs import RayJobInfo, RayJobs, RayJobSpec, RayRefused, RayStatus
-from runner.recorder import JobRecorder
+from runner.jobs.failures import make_failure
+from runner.jobs.job_folder import runner_dir
+from runner.jobs.job_threads import JobThread, JobThreads
+from runner.jobs.local.job_process import ExitStatus
+from runner.jobs.local.supervisor import RUN_FILES, CappedLog
+from runner.jobs.outcome import Ended, Ending, Outcome, settle
+from runner.jobs.ray.entry import FORCED_LINE
+from runner.jobs.ray.job_api import RayJobInfo, RayJobs, RayJobSpec, RayRefused, RayStatus
+from runner.progress.art_records import OutputScanner, ProgressLines, Seen
+from runner.progress.watch import REPORTED_TYPES
+from runner.records.recorder import JobRecorder
+from runner.records.store import STARTED_STATES, JobRow, NewEvent
 from runner.schemas import EventType, Failure, FailureKind, JobState
 from runner.settings import RunnerSettings
-from runner.store import STARTED_STATES, JobRow, NewEvent
-from runner.supervise import RUN_FILES, CappedLog
-from runner.watch import REPORTED_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,10 @@ class _OutputSink:
         return events
 
 
-class RayExecutor:
-    """Runs started jobs on Ray; the same interface as the local executor (JobExecutor)."""
+class RayExecutor(JobThreads[_Follower]):
+    """Runs started jobs on Ray, one follower thread per job; the same interface as the local
+    executor (JobExecutor). Stopping it leaves the Ray jobs running: the next runner follows them
+    again."""
 
     def __init__(
         self,
@@ -104,6 +106,7 @@ class RayExecutor:
         on_end: Callable[[str], None],
         jobs: RayJobs | None = None,
     ) -> None:
+        super().__init__("ray")
         assert settings.ray_address is not None
         self._jobs = jobs or RayJobs(settings.ray_address)
         self._settings = settings
@@ -111,7 +114,6 @@ class RayExecutor:
         self._recorder = recorder
         self._environ = environ
         self._on_end = on_end
-        self._threads: JobThreads[_Follower] = JobThreads("ray")
 
     @property
     def jobs(self) -> RayJobs:
@@ -128,20 +130,7 @@ class RayExecutor:
 
     def spawn(self, job_id: str) -> None:
         follower = _Follower()
-        self._threads.start(job_id, follower, lambda: self._run(job_id, follower))
-
-    def cancel(self, job_id: str) -> None:
-        self._threads.cancel(job_id)
-
-    def job_ids(self) -> list[str]:
-        return self._threads.job_ids()
-
-    def join(self, timeout_s: float) -> None:
-        self._threads.join(timeout_s)
-
-    def stop(self, timeout_s: float) -> None:
-        """Stop following; the Ray jobs go on (the next runner follows them again)."""
-        self._threads.stop(timeout_s)
+        self.start(job_id, follower, lambda: self._run(job_id, follower))
 
     # -- one job --
 
@@ -154,7 +143,7 @@ class RayExecutor:
             self._fail_after_runner_error(job_id, error)
         finally:
             if not left_running:
-                self._threads.forget(job_id)
+                self.forget(job_id)
                 self._on_end(job_id)
 
     async def _follow(self, job_id: str, follower: _Follower) -> bool:
@@ -287,7 +276,7 @@ class RayExecutor:
                     log.info("job %s stopping on Ray (%s)", job.id, ending.value)
                     await asyncio.to_thread(self._jobs.stop, job.id)
                     stop_sent = True
-            if self._threads.stopping.is_set() and not stop_sent:
+            if self.stopping.is_set() and not stop_sent:
                 return None
             if stop_sent:  # waiting for Ray to say STOPPED
                 await asyncio.sleep(self._settings.poll_interval_s)
@@ -301,10 +290,10 @@ class RayExecutor:
             try:
                 return await asyncio.to_thread(call, job_id)
             except (RuntimeError, OSError) as error:  # Ray's errors, requests' errors
-                if self._threads.stopping.is_set():
+                if self.stopping.is_set():
                     return _STOPPING
                 log.warning("job %s: Ray's job API did not answer: %s", job_id, error)
-                if await asyncio.to_thread(self._threads.stopping.wait, RETRY_S):
+                if await asyncio.to_thread(self.stopping.wait, RETRY_S):
                     return _STOPPING
 
     async def _tail(self, job_id: str, sink: _OutputSink) -> None:
@@ -345,7 +334,7 @@ class RayExecutor:
             started_at=self._recorder.store.now(),
         )
         if running is not None:
-            self._recorder.notifier.notify(job_id)
+            self._recorder.wakeups.notify(job_id)
             log.info("job %s running on Ray", job_id)
 
     def _past_deadline(self, job_id: str) -> bool:

@@ -24,18 +24,20 @@ from runner.errors import (
     ResumeConflict,
     RunsAsRoot,
 )
-from runner.executor import JobProcess, passed_env_names
-from runner.gpu import GpuProbe, default_slots
-from runner.job_executor import JobExecutor, LocalExecutor, ray_executor
-from runner.job_folder import runner_dir
-from runner.launcher import JobLauncher
-from runner.logfile import read_tail
-from runner.monitor import JobMonitors
-from runner.notifier import EventNotifier
-from runner.recorder import JobRecorder
-from runner.redact import Redactor
-from runner.retention import SWEEP_INTERVAL_S, RetentionPolicy, RetentionSweeper
-from runner.scheduler import Scheduler, SlotPool
+from runner.jobs.executors import JobExecutor, ray_executor
+from runner.jobs.gpu import GpuProbe, default_slots
+from runner.jobs.job_folder import runner_dir
+from runner.jobs.local.executor import LocalExecutor
+from runner.jobs.local.job_process import JobProcess, passed_env_names
+from runner.jobs.local.launcher import JobLauncher
+from runner.jobs.scheduler import Scheduler, SlotPool
+from runner.jobs.validation import check_submission
+from runner.progress.logfile import read_tail
+from runner.records.event_wakeups import EventWakeups
+from runner.records.recorder import JobRecorder
+from runner.records.redact import Redactor
+from runner.records.retention import SWEEP_INTERVAL_S, RetentionPolicy, RetentionSweeper
+from runner.records.store import JobRow, JobStore
 from runner.schemas import (
     EventsPage,
     EventType,
@@ -49,10 +51,8 @@ from runner.schemas import (
     Serving,
     ValidationRollouts,
 )
-from runner.serving import ServingJobs
+from runner.serving.served_models import ServingJobs
 from runner.settings import RunnerSettings
-from runner.store import JobRow, JobStore
-from runner.validation import check_submission
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class JobService:
         self.refusal = settings.root_jobs_refusal()
         """Why this runner runs no job (root with no job user); None when it runs them."""
         self.store = store
-        self.notifier = EventNotifier()
+        self.wakeups = EventWakeups()
         self.workdir = settings.resolved_workdir
         self._passed_env = passed_env_names(settings.secret_names)
         self._probe = gpu_probe or GpuProbe(settings.nvidia_smi)
@@ -97,7 +97,7 @@ class JobService:
                 "ARTBOT_RUNNER_TOKEN": settings.token.get_secret_value(),
             }
         )
-        self._recorder = JobRecorder(store, self.notifier, self.redactor)
+        self._recorder = JobRecorder(store, self.wakeups, self.redactor)
         launcher = JobLauncher(
             settings,
             self.workdir,
@@ -114,10 +114,9 @@ class JobService:
                 settings, self.workdir, self._recorder, source_env, self._job_ended
             )
         else:
-            monitors = JobMonitors(
-                settings, self.workdir, self._recorder, launcher, on_end=self._job_ended
+            self.executor = LocalExecutor(
+                settings, self.workdir, self._recorder, launcher, self.slots, self._job_ended
             )
-            self.executor = LocalExecutor(monitors, self._recorder, self.slots, self.workdir)
         self._scheduler = Scheduler(store, self.slots, start=self.executor.spawn)
         self.serving = ServingJobs(
             settings, self.workdir, self._recorder, self.slots, source_env, self._job_ended

@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from runner import ray_entry
+from runner.jobs.ray import entry as ray_entry
 
 ENTRY_NAME = "artbot_ray_entry.py"
 RAY_EXTRA_HINT = (

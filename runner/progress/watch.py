@@ -13,11 +13,11 @@ import time
 from collections.abc import Iterable
 from types import TracebackType
 
-from runner.job_folder import JobFolder
-from runner.logfile import OutputFollower
-from runner.progress import ArtProgress, OutputScanner, ProgressLines, Seen
+from runner.jobs.job_folder import JobFolder
+from runner.progress.art_records import ArtProgress, OutputScanner, ProgressLines, Seen
+from runner.progress.logfile import OutputFollower
+from runner.records.store import NewEvent
 from runner.schemas import EventType, JobEvent
-from runner.store import NewEvent
 
 RESCAN_EVERY_S = 1.0
 """How often new model folders are looked for (a poll reads the known ones)."""

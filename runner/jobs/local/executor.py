@@ -1,6 +1,7 @@
-"""One monitor thread per started job: it launches the job (or takes over one a previous runner
-launched), reports what the job's files say, stops it on cancel or at the max runtime, and
-records how it ended. When the runner stops, monitors leave their jobs running."""
+"""The local executor: jobs on this host, one monitor thread per started job. A monitor launches
+the job (or takes over one a previous runner launched), reports what the job's files say, stops it
+on cancel or at the max runtime, and records how it ended. When the runner stops, monitors leave
+their jobs running; at start-up `recover` takes over what a previous runner left."""
 
 from __future__ import annotations
 
@@ -11,18 +12,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from runner.executor import JobProcess
-from runner.job_folder import JobFolder
-from runner.job_threads import JobThread, JobThreads
-from runner.launcher import JobLauncher, Launched
-from runner.memory import memory_bytes
-from runner.outcome import Ended, Ending, Outcome, settle
-from runner.processes import LEFTOVER_GRACE_S, job_processes, terminate_job
-from runner.recorder import JobRecorder
+from runner.jobs.job_folder import JobFolder
+from runner.jobs.job_threads import JobThread, JobThreads
+from runner.jobs.local.job_process import JobProcess
+from runner.jobs.local.launcher import JobLauncher, Launched
+from runner.jobs.local.memory import memory_bytes
+from runner.jobs.local.processes import LEFTOVER_GRACE_S, job_processes, terminate_job
+from runner.jobs.local.recovery import recover_jobs
+from runner.jobs.outcome import Ended, Ending, Outcome, settle
+from runner.jobs.scheduler import SlotPool
+from runner.progress.watch import REPORTED_TYPES, JobWatch
+from runner.records.recorder import JobRecorder
+from runner.records.store import JobRow, NewEvent
 from runner.schemas import Failure, FailureKind
 from runner.settings import RunnerSettings
-from runner.store import JobRow, NewEvent
-from runner.watch import REPORTED_TYPES, JobWatch
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +43,9 @@ class _Active(JobThread):
     """What the job's processes held when they went over the memory limit."""
 
 
-class JobMonitors:
-    """The monitor threads of the started jobs; `on_end(job_id)` runs when one is done with its
-    job (not when it leaves the job running for the next runner)."""
+class LocalExecutor(JobThreads[_Active]):
+    """The monitor threads of the jobs started on this host; `on_end(job_id)` runs when one is
+    done with its job (not when it leaves the job running for the next runner)."""
 
     def __init__(
         self,
@@ -50,36 +53,25 @@ class JobMonitors:
         workdir: Path,
         recorder: JobRecorder,
         launcher: JobLauncher,
+        slots: SlotPool,
         on_end: Callable[[str], None],
     ) -> None:
+        super().__init__("job")
         self._settings = settings
         self._workdir = workdir
         self._recorder = recorder
         self._launcher = launcher
+        self._slots = slots
         self._on_end = on_end
-        self._threads: JobThreads[_Active] = JobThreads("job")
 
-    # -- the threads --
+    def recover(self) -> None:
+        """At start-up: take over, re-queue or settle the jobs a previous runner started."""
+        recover_jobs(self._recorder, self._slots, self, self._workdir)
 
     def spawn(self, job_id: str, launched: Launched | None = None) -> None:
         """Follow a starting job from its launch, or one a previous runner `launched`."""
         active = _Active(process=launched.process if launched is not None else None)
-        self._threads.start(job_id, active, lambda: self._run(job_id, active, launched))
-
-    def cancel(self, job_id: str) -> None:
-        """Tell the job's monitor to stop the job (no-op when it has none)."""
-        self._threads.cancel(job_id)
-
-    def job_ids(self) -> list[str]:
-        return self._threads.job_ids()
-
-    def join(self, timeout_s: float) -> None:
-        """Wait up to `timeout_s` in all for the monitors to finish."""
-        self._threads.join(timeout_s)
-
-    def stop(self, timeout_s: float) -> None:
-        """Stop following: monitors still following a job leave it running for the next runner."""
-        self._threads.stop(timeout_s)
+        self.start(job_id, active, lambda: self._run(job_id, active, launched))
 
     # -- one job, start to end --
 
@@ -97,7 +89,7 @@ class JobMonitors:
             self._fail_after_runner_error(job_id, active, error)
         finally:
             if not left_running:
-                self._threads.forget(job_id)
+                self.forget(job_id)
                 self._on_end(job_id)
 
     def _follow(self, job_id: str, active: _Active, launched: Launched) -> bool:
@@ -155,7 +147,7 @@ class JobMonitors:
                     log.info("job %s holds %d bytes, over the limit of %d", job.id, used, limit)
                     active.memory_bytes = used
                     return Ending.memory
-            if self._threads.stopping.is_set():
+            if self.stopping.is_set():
                 return None
             active.cancel.wait(self._settings.poll_interval_s)
 

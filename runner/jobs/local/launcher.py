@@ -9,14 +9,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner import executor
-from runner.executor import JobProcess, PreflightInput, runs_as_root
-from runner.gpu import GpuInfo, GpuProbe
-from runner.job_folder import JobFolder
-from runner.outcome import Outcome, cancelled_before_start
-from runner.recorder import JobRecorder
+from runner.jobs.gpu import GpuInfo, GpuProbe
+from runner.jobs.job_folder import JobFolder
+from runner.jobs.local import job_process as executor
+from runner.jobs.local.job_process import JobProcess, PreflightInput, runs_as_root
+from runner.jobs.outcome import Outcome, cancelled_before_start
+from runner.records.recorder import JobRecorder
+from runner.records.store import JobRow
 from runner.settings import RunnerSettings
-from runner.store import JobRow
 
 log = logging.getLogger(__name__)
 

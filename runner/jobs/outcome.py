@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from runner.executor import ExitStatus
-from runner.failures import FailureContext, classify_failure, make_failure
-from runner.gpu import GpuInfo
-from runner.logfile import read_excerpt, read_tail
-from runner.progress import Completion, has_checkpoints, read_completion
+from runner.jobs.failures import FailureContext, classify_failure, make_failure
+from runner.jobs.gpu import GpuInfo
+from runner.jobs.local.job_process import ExitStatus
+from runner.progress.art_records import Completion, has_checkpoints, read_completion
+from runner.progress.logfile import read_excerpt, read_tail
+from runner.records.store import JobRow, NewEvent
 from runner.schemas import EventType, Failure, FailureKind, JobState
-from runner.store import JobRow, NewEvent
 
 EXCERPT_HEAD_BYTES = 64 * 1024
 EXCERPT_TAIL_BYTES = 192 * 1024

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.gpu import GpuInfo, GpuProcess
-from runner.progress import Baseline
+from runner.jobs.gpu import GpuInfo, GpuProcess
+from runner.progress.art_records import Baseline
 
 RUNNER_DIR_NAME = ".runner"
 BASELINE_FILE = "baseline.json"

@@ -14,22 +14,25 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from runner.executor import JobProcess
-from runner.job_folder import JobFolder
-from runner.launcher import Launched
-from runner.monitor import JobMonitors
-from runner.processes import LEFTOVER_GRACE_S, terminate_job
-from runner.recorder import JobRecorder
-from runner.scheduler import SlotPool
+from runner.jobs.job_folder import JobFolder
+from runner.jobs.local.job_process import JobProcess
+from runner.jobs.local.launcher import Launched
+from runner.jobs.local.processes import LEFTOVER_GRACE_S, terminate_job
+from runner.jobs.scheduler import SlotPool
+from runner.records.recorder import JobRecorder
+from runner.records.store import STARTED_STATES, JobRow
 from runner.schemas import JobState
-from runner.store import STARTED_STATES, JobRow
+
+if TYPE_CHECKING:
+    from runner.jobs.local.executor import LocalExecutor
 
 log = logging.getLogger(__name__)
 
 
 def recover_jobs(
-    recorder: JobRecorder, slots: SlotPool, monitors: JobMonitors, workdir: Path
+    recorder: JobRecorder, slots: SlotPool, monitors: LocalExecutor, workdir: Path
 ) -> None:
     """Queue again, follow again, or mark lost each job the previous runner left started."""
     for job in recorder.store.in_states(STARTED_STATES):

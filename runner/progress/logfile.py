@@ -1,4 +1,5 @@
-"""Reading a job's capped output log (written by runner.supervise): tails, excerpts, following.
+"""Reading a job's capped output log (written by runner.jobs.local.supervisor): tails, excerpts,
+following.
 
 The log is a logical stream kept as up to three files: the head (the first bytes), then the
 previous and the current tail segments; bytes between the head and the previous segment may have
@@ -12,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.supervise import DROPPED_FILE, HEAD_FILE, OLD_TAIL_FILE, TAIL_FILE
+from runner.jobs.local.supervisor import DROPPED_FILE, HEAD_FILE, OLD_TAIL_FILE, TAIL_FILE
 
 DEFAULT_FOLLOW_BYTES = 1024 * 1024
 

@@ -1,18 +1,18 @@
 """The writes that move a job through its states: each stores the new state with its event in
 one transaction, then wakes the long polls waiting on that job. Event data and failures are
-redacted (runner.redact) before they are stored: what a job printed may hold its secrets."""
+redacted (runner.records.redact) before they are stored: what a job printed may hold its secrets."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from runner.executor import JobProcess
-from runner.notifier import EventNotifier
-from runner.outcome import Outcome, cancelled_before_start
-from runner.redact import Redactor
+from runner.jobs.local.job_process import JobProcess
+from runner.jobs.outcome import Outcome, cancelled_before_start
+from runner.records.event_wakeups import EventWakeups
+from runner.records.redact import Redactor
+from runner.records.store import STARTED_STATES, JobRow, JobStore
 from runner.schemas import EventType, JobEvent, JobState, JobSubmission
-from runner.store import STARTED_STATES, JobRow, JobStore
 
 log = logging.getLogger(__name__)
 
@@ -20,22 +20,22 @@ log = logging.getLogger(__name__)
 class JobRecorder:
     """A job's events and state changes, written to the store; readers are woken after each."""
 
-    def __init__(self, store: JobStore, notifier: EventNotifier, redactor: Redactor) -> None:
+    def __init__(self, store: JobStore, wakeups: EventWakeups, redactor: Redactor) -> None:
         self.store = store
-        self.notifier = notifier
+        self.wakeups = wakeups
         self.redactor = redactor
 
     def queue(self, job_id: str, submission: JobSubmission, run_dir: str) -> tuple[JobRow, bool]:
         """JobStore.create: the new queued job, or the one the idempotency key already names."""
         job, created = self.store.create(job_id, submission, run_dir)
         if created:
-            self.notifier.notify(job.id)
+            self.wakeups.notify(job.id)
         return job, created
 
     def emit(self, job_id: str, type: EventType, data: dict[str, Any]) -> JobEvent:
         """Append one event (progress, a warning)."""
         event = self.store.append_event(job_id, type, self.redactor.data(data))
-        self.notifier.notify(job_id)
+        self.wakeups.notify(job_id)
         return event
 
     def cancel_queued(self, job_id: str) -> JobRow | None:
@@ -102,5 +102,5 @@ class JobRecorder:
     def _woken(self, job_id: str, changed: JobRow | None) -> JobRow | None:
         # Only a change that happened wrote an event: nothing new to wake anyone for otherwise.
         if changed is not None:
-            self.notifier.notify(job_id)
+            self.wakeups.notify(job_id)
         return changed

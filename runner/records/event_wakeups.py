@@ -1,7 +1,7 @@
 """Waking long polls: `GET /jobs/{id}/events?wait=S` waits here for the job's next event.
 
 Events are written by the monitor threads and read by the HTTP server's event loop, so the
-notifier hands a wake-up from any thread to any loop.
+`EventWakeups` hands a wake-up from any thread to any loop.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 
 
-class EventNotifier:
+class EventWakeups:
     """Wakes async long-polls (on any event loop) when a job gets new events, from any thread."""
 
     def __init__(self) -> None:

@@ -14,7 +14,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runner.gpu import GpuInfo
+from runner.jobs.gpu import GpuInfo
 from runner.schemas import Failure, FailureKind, FixAction
 
 EXCERPT_CHARS = 4_000

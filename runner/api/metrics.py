@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from runner.jobs.service import JobService
 from runner.schemas import EventsPage, JobState
-from runner.service import JobService
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # A follower waiting on the long-poll learns of an event within milliseconds; seconds mean
@@ -42,7 +42,7 @@ class RunnerState(Collector):
         pool = self._service.slots
         slots.add_metric([], len(pool))
         slots_in_use.add_metric([], len(pool) - pool.free)
-        long_polls.add_metric([], self._service.notifier.waiting())
+        long_polls.add_metric([], self._service.wakeups.waiting())
         yield from (jobs, queue, slots, slots_in_use, long_polls)
 
     @staticmethod

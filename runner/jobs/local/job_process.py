@@ -1,7 +1,7 @@
 """Running a job on this host: its folder, environment, arguments, preflight and process.
 
-A job runs as `python -I runner/supervise.py ... -- <command> <script> <args>` in a new session
-(its own process group), never through a shell, with an environment built from an allow-list
+A job runs as `python -I runner/jobs/local/supervisor.py ... -- <command> <script> <args>` in a new
+session (its own process group), never through a shell, with an environment built from an allow-list
 plus the secrets the operator listed, and CUDA_VISIBLE_DEVICES set to its GPU slot.
 """
 
@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner import supervise
-from runner.failures import make_failure, stale_gpu_failure
-from runner.gpu import GpuInfo
-from runner.job_user import JobUser
-from runner.processes import JOB_MARKER_ENV, is_alive, process_start_id
+from runner.jobs.failures import make_failure, stale_gpu_failure
+from runner.jobs.gpu import GpuInfo
+from runner.jobs.local import supervisor as supervise
+from runner.jobs.local.job_user import JobUser
+from runner.jobs.local.processes import JOB_MARKER_ENV, is_alive, process_start_id
 from runner.schemas import Failure, FailureKind
 
 # Variables a job gets from the runner's environment when set there. Not the whole environment:

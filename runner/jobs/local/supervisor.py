@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-# The log layout, shared with runner.logfile (which reads it).
+# The log layout, shared with runner.progress.logfile (which reads it).
 HEAD_FILE = "output.head"
 TAIL_FILE = "output.tail"  # the segment being written
 OLD_TAIL_FILE = "output.tail.1"  # the previous segment; older ones are dropped
