@@ -1,8 +1,8 @@
 """Secrets out of everything artbot shows, sends or keeps: configured secret values (by name),
 strings shaped like well-known credentials, and passwords in URLs.
 
-The runner redacts what its jobs print (runner.records.redact); the bot redacts everything it posts to
-Slack, sends to a model or logs through one process-wide redactor (`redact`, configured at
+The runner redacts what its jobs print (runner.records.redact); the bot redacts everything it
+posts to Slack, sends to a model or logs through one process-wide redactor (`redact`, configured at
 start-up with the bot's secrets by `configure_secrets`): dry-run reports, draft errors and
 tracebacks can hold whatever the user's code managed to read.
 
