@@ -27,7 +27,7 @@ from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import SQLAlchemyError
 
 from assistant import assistant_from_environment
-from bot.app import ArtbotApp, build_service, create_app, start_outbox
+from bot.app import ArtbotApp, create_app
 from bot.process.hardening import seal_secrets, users_code_sandbox
 from bot.process.health import HealthCheck
 from bot.process.log_fields import configure_logging
@@ -35,9 +35,9 @@ from bot.process.router import BotRouter
 from bot.process.shards import ALONE, Shard
 from bot.process.workers import WorkerFailed, WorkerProcesses
 from bot.runs.approval import ApprovalPolicy
+from bot.services import Services, build_services, start_outbox
 from bot.settings import MAX_WORKERS, BotSettings, SettingsError, load_settings
 from bot.slack.asgi import EVENTS_PATH, BotWeb
-from bot.wizard.service import WizardService
 from bot.workspaces.token_keys import TokenKeyError
 from runner.uvicorn_server import GracefulServer
 from storage import migrations
@@ -54,11 +54,11 @@ EXPIRY_INTERVAL_S = 600.0
 
 
 def web_for(
-    app: ArtbotApp, service: WizardService, socket_connected: Callable[[], bool] | None = None
+    app: ArtbotApp, services: Services, socket_connected: Callable[[], bool] | None = None
 ) -> BotWeb:
     """The ASGI app: Bolt at /slack/events unless in Socket Mode (`socket_connected` given),
     and at the install pages with OAuth."""
-    health = HealthCheck(service.store, socket_connected, sandbox=service.results.sandbox)
+    health = HealthCheck(services.store, socket_connected, sandbox=services.results.sandbox)
     return BotWeb(health, app.metrics, app, events=socket_connected is None)
 
 
@@ -117,7 +117,7 @@ class BotServer:
 
 
 def keep_tidy(
-    service: WizardService, idle: timedelta, stop: threading.Event, shard: Shard = ALONE
+    services: Services, idle: timedelta, stop: threading.Event, shard: Shard = ALONE
 ) -> threading.Thread:
     """Every EXPIRY_INTERVAL_S: expire idle sessions of `shard` (a note in each thread), forget
     deliveries."""
@@ -125,7 +125,7 @@ def keep_tidy(
     def loop() -> None:
         while not stop.wait(EXPIRY_INTERVAL_S):
             try:
-                service.tidy(idle, shard)
+                services.expiry.tidy(idle, shard)
             except Exception:
                 log.exception("periodic expiry failed")
 
@@ -204,7 +204,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(f"Cannot start artbot: the assistant's settings: {error}", file=sys.stderr)
         return 2
     try:
-        service = build_service(settings, assistant=assistant, shard=shard, sandbox=sandbox)
+        services = build_services(settings, assistant=assistant, shard=shard, sandbox=sandbox)
     except (migrations.MigrationRefused, TokenKeyError) as error:
         print(f"Cannot start artbot: {error}", file=sys.stderr)
         return 2
@@ -212,7 +212,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         print(f"Cannot start artbot: the database: {database_problem(error)}", file=sys.stderr)
         return 2
     try:
-        app = create_app(settings, service)
+        app = create_app(settings, services)
     except BoltError as error:
         print(f"Cannot start artbot: Slack refused the bot token ({error}).", file=sys.stderr)
         return 2
@@ -223,11 +223,11 @@ def run_serve_command(args: argparse.Namespace) -> int:
     stop = threading.Event()
     if args.uds:
         leave_with_the_router(stop)
-    outbox = start_outbox(service, app.client_for, app.metrics, shard)
-    keep_tidy(service, timedelta(hours=settings.artbot_session_idle_hours), stop, shard)
+    outbox = start_outbox(services, app.client_for, app.metrics, shard)
+    keep_tidy(services, timedelta(hours=settings.artbot_session_idle_hours), stop, shard)
     follower = None
-    if service.runs is not None:
-        follower = _follow_runs(service.runs, app, settings, shard)
+    if services.runs is not None:
+        follower = _follow_runs(services.runs, app, settings, shard)
     port = args.port or settings.port
     socket_mode = None
     try:
@@ -241,10 +241,10 @@ def run_serve_command(args: argparse.Namespace) -> int:
                 reason = error.response.get("error") if error.response else error
                 print(f"Cannot start artbot: Socket Mode refused ({reason}).", file=sys.stderr)
                 return 2
-            web = web_for(app, service, socket_mode.client.is_connected)
+            web = web_for(app, services, socket_mode.client.is_connected)
             log.info("artbot serving over Socket Mode; /healthz and /metrics on port %d", port)
         else:
-            web = web_for(app, service)
+            web = web_for(app, services)
             if args.uds:
                 log.info("artbot worker %s serving on %s", shard, args.uds)
             else:
@@ -262,7 +262,7 @@ def run_serve_command(args: argparse.Namespace) -> int:
         outbox.stop()
         if socket_mode is not None:
             socket_mode.close()
-        service.store.close()
+        services.store.close()
     return 0
 
 

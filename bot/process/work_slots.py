@@ -8,7 +8,7 @@ uvicorn's event loop, which acks every request, waits behind them: 64 threads wi
 hold them back put the acks on PostgreSQL at p50 1.9 s.
 
 So each listener thread takes one of a few `WorkSlots` before it starts, and gives it back
-while it waits on Slack (`YieldingWebClient`) or on a language model (`WizardService` enters
+while it waits on Slack (`YieldingWebClient`) or on a language model (`Turns` enters
 `waiting()` around the assistant; `try` calls its models on a pool of its own,
 bot.runs.try_limits): the waits overlap, the computing stays few. A thread coming back from
 Slack takes its slot back at once, over the bound if need be: it may hold its conversation's

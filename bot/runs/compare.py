@@ -18,6 +18,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.runs.plots import compared_curves_png
 from bot.runs.store import Run, RunRef, RunStore
+from bot.slack.poster import ThreadPoster
 from bot.slack.text import clip, escape
 from flows import Flow, ValuesMenu, shown_answer
 from storage.sessions import SessionStore
@@ -108,10 +109,38 @@ def parse_run_refs(team: str, text: str) -> tuple[RunRef, RunRef] | None:
 class RunComparer:
     """Checks who may compare which runs, finds a run's previous one, and posts the comparison."""
 
-    def __init__(self, runs: RunStore, sessions: SessionStore, flows: Mapping[str, Flow]) -> None:
+    def __init__(
+        self,
+        runs: RunStore,
+        sessions: SessionStore,
+        flows: Mapping[str, Flow],
+        poster: ThreadPoster,
+    ) -> None:
         self.runs = runs
         self.sessions = sessions
         self.flows = flows
+        self.poster = poster
+
+    def compare_previous(self, client: WebClient, ref: RunRef, user: str) -> None:
+        """*Compare with the previous run of this project*, for the run's owner: the comparison
+        with their latest earlier run of the same project, in this run's thread."""
+        run = self.runs.find(ref)
+        if run is None:
+            return
+        if run.owner != user:
+            self.poster.ephemeral(
+                client, run.key, user, f"Only <@{run.owner}> can compare this run."
+            )
+            return
+        previous = self.previous_of(run)
+        if previous is None:
+            self.poster.ephemeral(
+                client, run.key, user, "You have no earlier run of this project to compare with."
+            )
+            return
+        refusal = self.post(client, previous, run)
+        if refusal:
+            self.poster.ephemeral(client, run.key, user, refusal)
 
     def own_run(self, ref: RunRef, user: str) -> Run | None:
         """The run `ref` names, if it is `user`'s (anyone else's, or another team's, reads as

@@ -6,7 +6,66 @@ for approval as after any edit. The old thread keeps its answers and its runs.""
 
 from __future__ import annotations
 
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.delivery.effects import Post
+from bot.delivery.outbox import Outbox
+from bot.runs.store import RunRef, RunStore
+from bot.slack.blocks import text_message
+from bot.slack.poster import ThreadPoster
+from bot.slack.text import escape
+from bot.wizard.opening import ThreadOpener
+from bot.wizard.turns import FLOWS
 from flows import Flow, Notice, Reply, Session, Turn, advance, begin
+from storage.sessions import SessionKey, SessionStore
+
+
+class Reruns:
+    """*Run again with changes* on a finished or failed run, for its owner."""
+
+    def __init__(
+        self,
+        runs: RunStore,
+        sessions: SessionStore,
+        opener: ThreadOpener,
+        poster: ThreadPoster,
+        outbox: Outbox,
+    ) -> None:
+        self.runs = runs
+        self.sessions = sessions
+        self.opener = opener
+        self.poster = poster
+        self.outbox = outbox
+
+    def rerun(self, client: WebClient, ref: RunRef, user: str) -> SessionKey | None:
+        """A new wizard thread on a copy of the run's answers, opened on the Edit menu; the old
+        thread says where. The new thread's key (None when nothing was started)."""
+        run = self.runs.find(ref)
+        if run is None:
+            return None
+        if run.owner != user:
+            self.poster.ephemeral(client, run.key, user, f"Only <@{run.owner}> can run this again.")
+            return None
+        if run.active:
+            self.poster.ephemeral(client, run.key, user, "This run has not finished yet.")
+            return None
+        stored = self.sessions.get(run.key)
+        if stored is None or stored.session.flow not in FLOWS:
+            self.poster.ephemeral(client, run.key, user, "This run's answers are gone.")
+            return None
+        turn = rerun_turn(FLOWS[stored.session.flow], stored.session, run.public_id)
+        headline = (
+            f":repeat: <@{user}> is running run #{run.public_id} again with changes "
+            f"(`{escape(run.script_name)}`).\nAnswers go in this thread; only they can answer."
+        )
+        key = self.opener.open_thread(client, run.team, run.channel, user, headline, turn)
+        if key is not None:
+            link = _permalink(client, key)
+            where = f"<{link}|a new thread>" if link else "a new thread in this channel"
+            said = f":repeat: <@{user}> reopened these answers in {where} to change them."
+            self.outbox.enqueue(run.key, [Post(text_message(said))])
+        return key
 
 
 def copied_session(flow: Flow, original: Session) -> Session:
@@ -32,3 +91,12 @@ def rerun_turn(flow: Flow, original: Session, public_id: str) -> Turn:
         "script is generated again for you to approve (its card's *Edit an answer* changes more)."
     )
     return Turn(session, (intro, *menu.messages))
+
+
+def _permalink(client: WebClient, key: SessionKey) -> str | None:
+    """A link to the thread's parent message; None when Slack gives none."""
+    try:
+        link = client.chat_getPermalink(channel=key.channel, message_ts=key.thread).get("permalink")
+    except SlackApiError:
+        return None
+    return str(link) if link else None

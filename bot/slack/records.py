@@ -122,8 +122,11 @@ class SlackRecords(SqlStore):
 
     # -- deliveries --
 
-    def first_delivery(self, delivery_id: str) -> bool:
-        """True the first time `delivery_id` is seen, False for a retry or a duplicate."""
+    def first_delivery(self, delivery_id: str | None) -> bool:
+        """True the first time `delivery_id` is seen, False for a retry or a duplicate. None
+        (not a delivery of Slack's: a reply the bot hands on itself) is always the first."""
+        if delivery_id is None:
+            return True
         try:
             with self._writing() as connection:
                 self.record_delivery(connection, delivery_id)

@@ -3,7 +3,7 @@
 MAX_LINES_SHOWN lines, or more than one section) is uploaded into the thread as a file
 first, and the message with the buttons names the file. Use it is the proposal's Accept; Edit
 posts the code to copy, change and send back; Draft again asks for another. Pure: the messages
-and effects, no client calls (WizardService carries out the clicks)."""
+and effects, no client calls (bot.wizard.proposals carries out the clicks)."""
 
 from __future__ import annotations
 

@@ -16,10 +16,10 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.text import clip, escape
-from storage.sessions import SessionKey, StoredSession
+from storage.sessions import SessionKey, SessionStore, StoredSession
 
 if TYPE_CHECKING:
-    from bot.runs.store import Run
+    from bot.runs.store import Run, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,20 @@ RUN_STATES = {
 }
 
 Block = dict[str, Any]
+
+
+class HomeTab:
+    """Publishes a user's Home tab: their wizards and runs (None: no runner), newest first."""
+
+    def __init__(self, store: SessionStore, runs: RunStore | None = None) -> None:
+        self.store = store
+        self.runs = runs
+
+    def publish(self, client: WebClient, user: str, team: str) -> None:
+        """The App Home tab: the user's wizards and runs, each with a button to its thread."""
+        sessions = self.store.list_for_owner(user, team=team)
+        runs = self.runs.for_owner(user, team) if self.runs is not None else []
+        client.views_publish(user_id=user, view=home_view(client, sessions, runs))
 
 
 def thread_links(client: WebClient, keys: Iterable[SessionKey]) -> dict[SessionKey, str]:

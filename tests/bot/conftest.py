@@ -14,11 +14,11 @@ import pytest
 from cryptography.fernet import Fernet
 
 from assistant import assistant_from_environment
-from bot.app import ArtbotApp, build_service, create_app, start_outbox
+from bot.app import ArtbotApp, create_app
 from bot.delivery.worker import OutboxWorker
+from bot.services import Services, build_services, start_outbox
 from bot.settings import BotSettings, load_settings
 from bot.wizard.script_results import RESULT_CARD_HEAD
-from bot.wizard.service import WizardService
 from checks.dryrun import DryrunReport
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
@@ -61,7 +61,7 @@ class Bot:
     """One running bot: its Bolt app, its service, and the fake Slack it talks to."""
 
     app: ArtbotApp
-    service: WizardService
+    service: Services
     fake: FakeSlack
     settings: BotSettings
     executor: ThreadPoolExecutor
@@ -136,7 +136,7 @@ class BotFactory:
         settings = load_settings(environment)
         executor = ThreadPoolExecutor(max_workers=2)
         kwargs: dict[str, Any] = {"dryrun": dryrun} if dryrun else {}
-        service = build_service(
+        service = build_services(
             settings,
             executor=executor,
             schema=self.database.schema,

@@ -187,8 +187,14 @@ def test_the_policy_by_settings_one_workspace_keeps_its_default_oauth_has_none()
 @pytest.mark.parametrize(
     ("approval", "said"),
     [
-        ("", 'level=WARNING logger=bot.serve msg="approvals are refused: this bot serves any'),
-        ("admins", 'level=INFO logger=bot.serve msg="approvals: workspace admins and owners may'),
+        (
+            "",
+            'level=WARNING logger=bot.process.serve msg="approvals are refused: this bot serves',
+        ),
+        (
+            "admins",
+            'level=INFO logger=bot.process.serve msg="approvals: workspace admins and owners may',
+        ),
     ],
 )
 def test_artbot_serve_says_its_approval_policy_at_start_up(

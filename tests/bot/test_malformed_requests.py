@@ -17,8 +17,8 @@ from urllib.parse import urlencode
 import pytest
 
 from bot.process.serve import BotServer, web_for
+from bot.services import Services
 from bot.slack.blocks import RESULT_ACTIONS, TRY_MODAL
-from bot.wizard.service import WizardService
 from tests.bot.conftest import Bot, BotFactory, SlackUser
 from tests.bot.test_run_followups import BASELINE, a_bot, a_finished_run
 from tests.fakes.slack_api import FakeSlack, Message
@@ -99,7 +99,7 @@ def click_of(user: SlackUser, message: Message, label: str) -> SignedRequest:
 
 def the_state(bot: Bot, fake: FakeSlack, users: list[SlackUser]) -> object:
     """Everything a request could change: the Slack calls made, the sessions, the runs."""
-    service: WizardService = bot.service
+    service: Services = bot.service
     sessions = []
     for user in users:
         stored = service.store.get(user.key)

@@ -23,7 +23,8 @@ import yaml
 from slack_bolt import App
 from slack_sdk import WebClient
 
-from bot.app import REDIRECT_PATH, build_service, create_app
+from bot.app import REDIRECT_PATH, create_app
+from bot.services import build_services
 from bot.settings import load_settings
 from bot.slack.blocks import TRY_MODAL
 from bot.workspaces.installations import BOT_SCOPES
@@ -167,7 +168,7 @@ def bot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[RunningBot]
                 "ARTBOT_DRYRUN": "false",
             }
         )
-        service = build_service(settings, dryrun=None)
+        service = build_services(settings, dryrun=None)
         app = create_app(settings, service)
         yield RunningBot(app, registrations, fake)
         service.store.close()

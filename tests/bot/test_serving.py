@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 
-from bot.app import LISTENER_SLOTS
 from bot.process.health import HealthCheck
 from bot.process.log_fields import KeyValueFormatter, quoted, slack_ids
 from bot.process.metrics import BotMetrics
 from bot.process.serve import BotServer, web_for
+from bot.services import LISTENER_SLOTS
 from bot.slack.asgi import BotWeb
 from storage.sql_store import SqlStore
 from tests.bot.conftest import Bot, BotFactory, SlackUser
@@ -69,14 +69,14 @@ def test_every_request_is_acked_while_the_work_before_it_is_stuck(
     bot, _ = served
     release = threading.Event()
     started = threading.Semaphore(0)
-    command = bot.service.command
+    command = bot.service.command.answer
 
     def stuck(*args: Any) -> str | None:
         started.release()
         assert release.wait(GENEROUS_S), "the test never released the work"
         return command(*args)
 
-    monkeypatch.setattr(bot.service, "command", stuck)
+    monkeypatch.setattr(bot.service.command, "answer", stuck)
     channels = [f"C0STUCK{i:02d}" for i in range(LISTENER_SLOTS + 3)]
     try:
         for channel in channels:
@@ -205,16 +205,16 @@ def test_a_listener_failure_is_logged_with_its_thread_ids(
     user = SlackUser(bot)
     user.command()
     lines = _Lines()
-    logging.getLogger("bot.listeners.guard").addHandler(lines)
+    logging.getLogger("bot.slack.listeners.guard").addHandler(lines)
 
     def broken(*args: object) -> None:
         raise RuntimeError("the database went away")
 
     try:
-        monkeypatch.setattr(bot.service, "handle", broken)
+        monkeypatch.setattr(bot.service.replies, "handle", broken)
         user.reply("static")
     finally:
-        logging.getLogger("bot.listeners.guard").removeHandler(lines)
+        logging.getLogger("bot.slack.listeners.guard").removeHandler(lines)
     [line] = [line for line in lines.lines if 'msg="listener failed"' in line]
     key = f"{TEAM_ID}/{user.channel}/{user.thread}"
     assert f"team={TEAM_ID} channel={user.channel} thread={user.thread} session={key}" in line
@@ -268,7 +268,9 @@ def test_artbot_serve_acks_answers_probes_and_stops_on_sigterm(
     assert process.returncode == 0, errors
     lines = errors.splitlines()
     assert any(
-        line.startswith("ts=") and "level=INFO logger=bot.serve" in line and f":{port}" in line
+        line.startswith("ts=")
+        and "level=INFO logger=bot.process.serve" in line
+        and f":{port}" in line
         for line in lines
     ), errors
 

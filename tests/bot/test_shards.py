@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from slack_sdk import WebClient
 
-from bot.app import LISTENER_SLOTS, build_service
 from bot.delivery.effects import Post
 from bot.delivery.outbox import Outbox
 from bot.delivery.worker import OutboxWorker
 from bot.migrations import BOT_DATABASE
 from bot.process.shards import ALONE, Shard, shard_of
+from bot.services import LISTENER_SLOTS, build_services
 from bot.settings import BotSettings
 from bot.slack.blocks import text_message
 from storage import migrations
@@ -49,7 +49,8 @@ def test_each_channel_belongs_to_exactly_one_of_the_workers() -> None:
 
 def test_every_process_agrees_on_the_owner_whatever_its_hash_seed() -> None:
     program = (
-        "from bot.shards import shard_of; print([shard_of('T0', f'C{n}', 3) for n in range(50)])"
+        "from bot.process.shards import shard_of; "
+        "print([shard_of('T0', f'C{n}', 3) for n in range(50)])"
     )
     answers = {
         subprocess.run(
@@ -136,7 +137,7 @@ def test_workers_share_the_compute_slots_of_one_process(
             "ARTBOT_DRYRUN": "false",
         }
     )
-    service = build_service(settings, dryrun=None, shard=Shard(count - 1, count))
+    service = build_services(settings, dryrun=None, shard=Shard(count - 1, count))
     try:
         assert service.slots.free == slots
     finally:

@@ -18,10 +18,10 @@ import pytest
 
 from assistant import Assistant, ChatModel, Completion, Proposal
 from assistant.model import ChatMessage
-from bot.app import LISTENER_SLOTS
 from bot.delivery.outbox import Outbox
+from bot.services import LISTENER_SLOTS
 from bot.slack.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
-from bot.wizard.service import Incoming
+from bot.wizard.replies import Incoming
 from flows import TRAIN_RL, Reply, advance
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.openai_server import FakeOpenAI, Scripted
@@ -145,7 +145,7 @@ def test_slack_retrying_a_question_does_not_put_it_to_the_model_again(
 
     # Slack's retry of that event, handled to the end here (not on the listeners' pool).
     retry = Incoming(user.key, USER_ID, Reply(text="what does static mean?"), "Ev0ASKED")
-    user.bot.service.handle(user.bot.app.client, retry)
+    user.bot.service.replies.handle(user.bot.app.client, retry)
 
     assert len(model.requests) == 1
     assert user.bot.service.outbox.pending(user.key) == []  # nothing queued for the thread
@@ -320,7 +320,7 @@ def test_a_listener_thread_gives_its_work_slot_back_while_the_model_thinks(
         service.assistant.model,
         lambda: seen.append((service.slots.held_here(), service.slots.free)),
     )
-    service.assistant = Assistant(watched, service.assistant.budget)
+    service.turns.assistant = Assistant(watched, service.assistant.budget)
     model.script(reading("static", "Logged conversations are static."))
 
     user.reply("we have logs of past chats")
@@ -347,7 +347,7 @@ def test_after_a_lost_race_the_reply_goes_to_the_engine_alone(
     service = user.bot.service
     assert service.assistant is not None
     racing = WhileItThinks(service.assistant.model, lambda: save_another_answer(user, "static"))
-    service.assistant = Assistant(racing, service.assistant.budget)
+    service.turns.assistant = Assistant(racing, service.assistant.budget)
     model.script(reading("yes", "Replayable."))
 
     user.reply("we can replay them")

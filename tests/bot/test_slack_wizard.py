@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.process.serve import BotServer, web_for
-from bot.wizard.service import Incoming
+from bot.wizard.replies import Incoming
 from checks.dryrun import DryrunReport
 from checks.script_check import check_script
 from flows import Reply
@@ -212,7 +212,7 @@ def test_a_retried_reply_that_would_answer_the_next_question_too_is_applied_once
 
     # Slack's retry of that event, handled to the end here (not on the listeners' pool).
     retry = Incoming(user.key, USER_ID, Reply(text="default"), "Ev0DEFAULT")
-    user.bot.service.handle(user.bot.app.client, retry)
+    user.bot.service.replies.handle(user.bot.app.client, retry)
 
     after = user.bot.service.store.get(user.key)
     assert after is not None and after.session == before.session
@@ -421,7 +421,7 @@ def test_list_home_tab_and_expiry(make_bot: BotFactory, fake: FakeSlack) -> None
     assert f"/archives/{CHANNEL_ID}/p{user.thread.replace('.', '')}" in home  # the thread's link
     from datetime import timedelta
 
-    expired = user.bot.service.expire_idle(timedelta(seconds=0))
+    expired = user.bot.service.expiry.expire_idle(timedelta(seconds=0))
     assert expired == [user.key]
     fake.wait_for(lambda f: "expired" in user.last_text())
     assert user.open_question_or_none() is None  # the open question lost its buttons

@@ -510,7 +510,7 @@ def test_a_flood_of_install_links_keeps_the_state_table_bounded(
     database: Database,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("bot.installations.MAX_LIVE_STATES", 100)
+    monkeypatch.setattr("bot.workspaces.installations.MAX_LIVE_STATES", 100)
     installs = oauth_bots()
     states = table(database, "slack_oauth_states")
     long_ago = datetime.now(UTC).replace(tzinfo=None) - timedelta(hours=1)

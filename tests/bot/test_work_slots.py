@@ -11,13 +11,13 @@ from collections.abc import Callable
 
 import pytest
 
-from bot.app import LISTENER_SLOTS
 from bot.process.work_slots import (
     BEHIND_THE_ACKS_NICENESS,
     WorkSlots,
     YieldingWebClient,
     behind_the_acks,
 )
+from bot.services import LISTENER_SLOTS
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.workspace import BOT_TOKEN, CHANNEL_ID

@@ -22,8 +22,8 @@ from bot.process.serve import BotServer, web_for
 from bot.runs.store import Run
 from bot.settings import SettingsError, load_settings
 from bot.slack.blocks import text_message
+from bot.wizard.expiry import STOPPED
 from bot.wizard.home import HOME_BLOCKS_MAX, home_blocks
-from bot.wizard.service import STOPPED
 from bot.workspaces.installations import (
     BOT_SCOPES,
     CLIENT_CHECKED_EVERY_S,

@@ -1,25 +1,22 @@
-"""Button clicks: a question's answers, the assistant's proposals, the buttons under a script,
-and a run's Cancel and fixes."""
+"""Button clicks in a wizard's thread: a question's answers, the assistant's proposals and the
+buttons under a script; and how a click's payload is read (who, where, which delivery)."""
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 
-from bot.runs.store import RunRef
+from bot.services import Services
 from bot.slack.blocks import (
     ANSWER_ACTION,
     PROPOSAL_ACCEPT,
     PROPOSAL_REANSWER,
     RESULT_ACTIONS,
-    RUN_CANCEL_ACTION,
-    RUN_FIX_ACTION,
     parse_answer_value,
 )
 from bot.slack.listeners.guard import AfterAck
@@ -31,17 +28,16 @@ from bot.slack.listeners.payloads import (
     text_at,
 )
 from bot.wizard.drafts import DRAFT_AGAIN, DRAFT_EDIT
+from bot.wizard.replies import Incoming
 from bot.wizard.script_results import parse_session_ref
-from bot.wizard.service import Incoming, WizardService
 from flows import Reply
-from runner.schemas import FixAction
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
 
 
-def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
-    """Every button the bot posts: ack, then the work on `after_ack`'s pool."""
+def register(app: App, services: Services, after_ack: AfterAck) -> None:
+    """Every button of a wizard's thread: ack, then the work on `after_ack`'s pool."""
 
     @app.action(re.compile(rf"^{ANSWER_ACTION}:\d+$"))
     def on_answer_click(
@@ -62,10 +58,9 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         after_ack.submit(
             context,
             "action",
-            lambda: service.handle(client, incoming),
+            lambda: services.replies.handle(client, incoming),
             key=key,
-            client=client,
-            service=service,
+            errors_in_thread=True,
         )
 
     @app.action(re.compile(rf"^({'|'.join(RESULT_ACTIONS)})$"))
@@ -88,10 +83,10 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         after_ack.submit(
             context,
             "action",
-            lambda: service.result_action(client, key, user, action_id, delivery),
+            lambda: services.result_buttons.clicked(client, key, user, action_id),
             key=key,
-            client=client,
-            service=service,
+            once=delivery,
+            errors_in_thread=True,
         )
 
     proposal_actions = (PROPOSAL_ACCEPT, PROPOSAL_REANSWER, DRAFT_EDIT, DRAFT_AGAIN)
@@ -115,75 +110,10 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         after_ack.submit(
             context,
             "action",
-            lambda: service.proposal_action(
-                client, key, user, action_id, value, message_ts, delivery
-            ),
+            lambda: services.proposals.clicked(client, key, user, action_id, value, message_ts),
             key=key,
-            client=client,
-            service=service,
-        )
-
-    on_run_button(
-        app,
-        after_ack,
-        RUN_CANCEL_ACTION,
-        lambda click: service.cancel_run(click.client, click.run, click.user),
-    )
-    on_run_button(
-        app,
-        after_ack,
-        re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"),
-        lambda click: service.fix_run(
-            click.client,
-            click.run,
-            FixAction(click.action_id.split(":", 1)[1]),
-            click.user,
-            click.delivery,
-        ),
-    )
-
-
-@dataclass(frozen=True)
-class RunClick:
-    """A click on a button that names a run: its value is the run's public id, and the run is
-    looked for in the clicker's workspace only."""
-
-    client: WebClient
-    run: RunRef
-    user: str
-    delivery: str
-    """The click's delivery id (`click_id`)."""
-    action_id: str
-    trigger_id: str
-    """What opens a modal, once, within 3 seconds of the click."""
-
-
-def on_run_button(
-    app: App,
-    after_ack: AfterAck,
-    action_id: str | re.Pattern[str],
-    work: Callable[[RunClick], object],
-) -> None:
-    """A run's button: ack at once, then `work(click)` on `after_ack`'s pool; a value that is
-    not a run's public id is ignored."""
-
-    @app.action(action_id)
-    def clicked(
-        ack: Ack,
-        body: dict[str, Any],
-        action: dict[str, Any],
-        client: WebClient,
-        context: BoltContext,
-    ) -> None:
-        ack()
-        user, delivery = clicker(body), click_id(body, action)
-        action_id = required_text(action, "action_id")
-        run = clicked_run(body, action)
-        if run is None:
-            return
-        click = RunClick(client, run, user, delivery, action_id, text_at(body, "trigger_id") or "")
-        after_ack.submit(
-            context, "action", lambda: work(click), key=action_key(body), team=context.team_id
+            once=delivery,
+            errors_in_thread=True,
         )
 
 
@@ -222,9 +152,3 @@ def picked_value(action: Mapping[str, Any]) -> str:
     return optional_text(action, "value") or optional_text(
         mapping_at(action, "selected_option"), "value"
     )
-
-
-def clicked_run(body: Mapping[str, Any], action: Mapping[str, Any]) -> RunRef | None:
-    """The run a status card's or a finished run's button names, in the clicker's workspace;
-    None when the value is not a public id."""
-    return RunRef.parse(clicked_team(body) or "", optional_text(action, "value"))

@@ -7,14 +7,14 @@ from typing import Any
 from slack_bolt import Ack, App, BoltContext, Respond
 from slack_sdk import WebClient
 
+from bot.services import Services
 from bot.slack.listeners.guard import AfterAck
 from bot.slack.listeners.payloads import optional_text, required_text, text_at
 from bot.slack.text import as_typed
-from bot.wizard.service import WizardService
 from isolation.redaction import redact
 
 
-def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
+def register(app: App, services: Services, after_ack: AfterAck) -> None:
     """`/train-rl [list|runs|compare|help|task]`: answers go privately through the response_url."""
 
     @app.command("/train-rl")
@@ -29,7 +29,7 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
         channel = required_text(command, "channel_id")
 
         def work() -> None:
-            answer = service.command(client, team, channel, user, text)
+            answer = services.command.answer(client, team, channel, user, text)
             if answer is not None:
                 respond(text=redact(answer), response_type="ephemeral")
 

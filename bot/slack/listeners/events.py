@@ -9,6 +9,7 @@ from typing import Any
 from slack_bolt import App, BoltContext
 from slack_sdk import WebClient
 
+from bot.services import Services
 from bot.slack.attachments import attachment_from_file
 from bot.slack.listeners.guard import AfterAck, guarded
 from bot.slack.listeners.payloads import (
@@ -21,7 +22,7 @@ from bot.slack.listeners.payloads import (
     value_at,
 )
 from bot.slack.text import as_typed, without_mention_of
-from bot.wizard.service import Incoming, WizardService
+from bot.wizard.replies import Incoming
 from flows import Attachment, Reply
 from storage.sessions import SessionKey
 
@@ -30,7 +31,7 @@ IGNORED_SUBTYPES = frozenset(
 )
 
 
-def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
+def register(app: App, services: Services, after_ack: AfterAck) -> None:
     """The thread replies that answer wizards, and the Home tab that lists them. Bolt acks
     events itself once the listener returns: each one only hands its work to `after_ack`."""
 
@@ -40,11 +41,12 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
     ) -> None:
         def answer(incoming: Incoming | Refusal | None) -> None:
             if isinstance(incoming, Refusal):  # an edit, or a file we could not take: owner only
-                service.refuse(client, incoming.key, incoming.user, incoming.text)
+                services.replies.refuse(client, incoming.key, incoming.user, incoming.text)
             elif incoming is not None:
-                guarded(lambda: service.handle(client, incoming), client, incoming.key, service)
+                handle = services.replies.handle
+                guarded(lambda: handle(client, incoming), incoming.key, services.turns.notify_error)
 
-        limit = service.max_upload_bytes
+        limit = services.max_upload_bytes
         if event_files(event):  # downloading them is I/O: after the ack, with the rest
             message_incoming(event, body, client, context, limit, download=False)  # well formed
             after_ack.submit(
@@ -65,7 +67,7 @@ def register(app: App, service: WizardService, after_ack: AfterAck) -> None:
             return
         user, team = required_text(event, "user"), context.team_id or ""
         after_ack.submit(
-            context, "event", lambda: service.publish_home(client, user, team), team=team
+            context, "event", lambda: services.home.publish(client, user, team), team=team
         )
 
 

@@ -1,5 +1,5 @@
 """A listener's work after its ack: on a thread pool, timed, its log lines carrying the Slack ids,
-kept from raising.
+kept from raising, done once however often Slack delivers it.
 
 Each listener acks and parses in the request's own path (the app runs with
 `process_before_response=True`, so Bolt calls it on the thread that received the request), then
@@ -16,12 +16,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
 from slack_bolt import BoltContext
-from slack_sdk import WebClient
 
 from bot.process.log_fields import slack_ids
 from bot.process.metrics import BotMetrics
 from bot.process.work_slots import WorkSlots
-from bot.wizard.service import WizardService
+from bot.slack.records import SlackRecords
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
@@ -31,12 +30,22 @@ RECEIVED_AT = "artbot_received_at"
 
 class AfterAck:
     """Runs listeners' work on `executor` once they have acked, each in one of `slots` (given
-    back while it waits on Slack); times it into `metrics`."""
+    back while it waits on Slack); times it into `metrics`. A delivery Slack repeats is done
+    once (`records`); an error in a wizard's thread is said there (`notify_error`)."""
 
-    def __init__(self, metrics: BotMetrics, executor: Executor, slots: WorkSlots) -> None:
+    def __init__(
+        self,
+        metrics: BotMetrics,
+        executor: Executor,
+        slots: WorkSlots,
+        records: SlackRecords,
+        notify_error: Callable[[SessionKey], None],
+    ) -> None:
         self.metrics = metrics
         self._executor = executor
         self._slots = slots
+        self._records = records
+        self._notify_error = notify_error
 
     def submit(
         self,
@@ -47,19 +56,26 @@ class AfterAck:
         key: SessionKey | None = None,
         team: str | None = None,
         channel: str | None = None,
-        client: WebClient | None = None,
-        service: WizardService | None = None,
+        once: str | None = None,
+        errors_in_thread: bool = False,
     ) -> None:
-        """Run `work` on the pool: its log lines carry `key`'s ids (else `team`, `channel`);
-        an error is logged and, given `client`, `key` and `service`, said in the thread."""
+        """Run `work` on the pool: its log lines carry `key`'s ids (else `team`, `channel`).
+        Given `once` (a delivery id), only the first time Slack delivers it. An error is
+        logged and, with `errors_in_thread`, said in `key`'s thread."""
         received = context.get(RECEIVED_AT)
         in_flight = self.metrics.works_in_flight
+        notify = self._notify_error if errors_in_thread else None
+        records = self._records
+
+        def first_time_work() -> None:
+            if records.first_delivery(once):
+                work()
 
         def run() -> None:
             try:
                 slot = self._slots.holding()
                 with self._timed(kind, received), ids_of(key, team, channel), slot:
-                    guarded(work, client, key, service)
+                    guarded(first_time_work if once is not None else work, key, notify)
             finally:
                 in_flight.dec()
 
@@ -91,14 +107,14 @@ def ids_of(
 
 def guarded(
     work: Callable[[], object],
-    client: WebClient | None = None,
     key: SessionKey | None = None,
-    service: WizardService | None = None,
+    notify_error: Callable[[SessionKey], None] | None = None,
 ) -> None:
-    """Run `work`; on an error log it and, given a thread (`key`), say so there."""
+    """Run `work`; on an error log it and, given a thread (`key`) and `notify_error`, say so
+    there."""
     try:
         work()
     except Exception:
         log.exception("listener failed")
-        if client is not None and key is not None and service is not None:
-            service.notify_error(client, key)
+        if key is not None and notify_error is not None:
+            notify_error(key)

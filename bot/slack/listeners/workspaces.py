@@ -9,17 +9,17 @@ from typing import Any
 
 from slack_bolt import Ack, App, BoltContext, BoltResponse
 
+from bot.services import Services
 from bot.slack.listeners.guard import AfterAck
 from bot.slack.listeners.payloads import Malformed, optional_list, value_at
 from bot.wizard.home import OPEN_THREAD_ACTION
-from bot.wizard.service import WizardService
 from bot.workspaces.installations import SlackClients
 
 UNINSTALLED = "app_uninstalled"
 BOT_TOKEN_REVOKED = "tokens_revoked"
 
 
-def register(app: App, service: WizardService, after_ack: AfterAck, clients: SlackClients) -> None:
+def register(app: App, services: Services, after_ack: AfterAck, clients: SlackClients) -> None:
     """The install lifecycle on `app`; `clients` forget a team's client when its token goes."""
     seen: set[tuple[str, str]] = set()
 
@@ -28,8 +28,8 @@ def register(app: App, service: WizardService, after_ack: AfterAck, clients: Sla
         """Remember which organization a team belongs to, once per process: an org-wide
         install's token is found by its enterprise, and the outbox only knows the team."""
         team, enterprise = context.team_id, context.enterprise_id
-        if team and enterprise and (team, enterprise) not in seen and service.workspaces:
-            service.workspaces.seen(team, enterprise, bool(context.is_enterprise_install))
+        if team and enterprise and (team, enterprise) not in seen:
+            services.workspaces.seen(team, enterprise, bool(context.is_enterprise_install))
             seen.add((team, enterprise))
         return next()
 
@@ -43,7 +43,7 @@ def register(app: App, service: WizardService, after_ack: AfterAck, clients: Sla
         clients.tokens_gone(
             context.team_id, context.enterprise_id, bool(context.is_enterprise_install)
         )
-        service.workspace_removed(team, context.enterprise_id, reason)
+        services.expiry.workspace_removed(team, context.enterprise_id, reason)
 
     @app.event(UNINSTALLED)
     def on_uninstalled(context: BoltContext) -> None:
