@@ -9,11 +9,8 @@ what those could not (a retry's backoff, an earlier process's leftovers, a threa
 holds). A drain carries out a thread's claimed effects in order and records what came of them
 in one transaction (`Outbox.settle`).
 
-Exactly once: a post carries its outbox id in Slack's message metadata. An attempt that died
-mid-call (the process was killed while Slack was answering) leaves its row in doubt, and the
-next attempt first looks for that id in the thread (conversations.replies) instead of posting
-again. Updates (a question losing its buttons) are idempotent and are simply done again. An
-upload (a long draft's file) carries no metadata: one in doubt is uploaded again.
+How each effect is carried out in Slack (a post exactly once, even across a crash):
+bot.delivery.carrier.
 """
 
 from __future__ import annotations
@@ -23,42 +20,24 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.delivery.effects import Ask, Generate, Offer, Post, Retire, Update, Upload
-from bot.delivery.outbox import Claimed, Outbox, Settlement, question_asked
+from bot.delivery.carrier import Carrier, Drain, Transient
+from bot.delivery.outbox import Claimed, Outbox
 from bot.process.shards import ALONE, Shard
-from bot.slack.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.slack.records import QuestionMessage
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
 
-METADATA_EVENT = "artbot_outbox"
-"""The event_type of the metadata a delivered post carries: its outbox id."""
 FIRST_BACKOFF = timedelta(seconds=1)
 MAX_BACKOFF = timedelta(minutes=5)
 BATCH = 20
 """Effects of one thread claimed and settled together."""
 LEASE = timedelta(minutes=2)
 """How long a claim keeps other workers off an effect: longer than the client's own retries."""
-TRANSIENT_ERRORS = frozenset(
-    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
-)
-
-
-class Transient(Exception):
-    """Slack did not take the effect this time; it has nothing of it. Try again later."""
-
-    def __init__(self, error: str, retry_after: float = 0.0, *, unsure: bool = False) -> None:
-        super().__init__(error)
-        self.error = error
-        self.retry_after = retry_after
-        self.unsure = unsure
-        """Slack may have done it all the same (a dropped connection, a 5xx)."""
 
 
 class OutboxWorker:
@@ -86,8 +65,7 @@ class OutboxWorker:
         """The threads this process delivers (`artbot serve --workers`: its channels' ones);
         another shard's effects queued here wait for their own worker's loop."""
         self._on_retry = on_retry
-        self._client_for = client_for
-        self._generate = generate
+        self._carrier = Carrier(client_for, generate)
         self.lease = lease
         self._poll_s = poll_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="outbox")
@@ -219,7 +197,7 @@ class OutboxWorker:
                 else:
                     claimed, questions = first
                     first = None
-                    self._attempt_all(_Drain(key, questions), claimed)
+                    self._attempt_all(Drain(key, questions), claimed)
             except Exception:
                 log.exception("delivering the outbox of %s failed", key)
                 self.wake()  # the loop looks again later
@@ -233,12 +211,12 @@ class OutboxWorker:
     def _deliver_due(self, key: SessionKey) -> None:
         while not self._stop.is_set():
             claimed, questions = self.outbox.claim_for_drain(key, self.lease, BATCH)
-            if not claimed or not self._attempt_all(_Drain(key, questions), claimed):
+            if not claimed or not self._attempt_all(Drain(key, questions), claimed):
                 return
             if len(claimed) < BATCH:
                 return
 
-    def _attempt_all(self, drain: _Drain, claimed: list[Claimed]) -> bool:
+    def _attempt_all(self, drain: Drain, claimed: list[Claimed]) -> bool:
         """Carry out `claimed` in order and settle the lot; True if every one is done with
         (delivered or given up), False if one must wait (the rest wait behind it)."""
         try:
@@ -252,10 +230,10 @@ class OutboxWorker:
         finally:
             self.outbox.settle(drain.settlement)
 
-    def _attempt(self, claimed: Claimed, drain: _Drain) -> bool:
+    def _attempt(self, claimed: Claimed, drain: Drain) -> bool:
         """One attempt at `claimed`; True if it is done with (delivered or given up)."""
         try:
-            ts = self._deliver(claimed, drain)
+            ts = self._carrier.deliver(claimed, drain)
         except Transient as failure:
             backoff = min(FIRST_BACKOFF * 2 ** (claimed.attempts - 1), MAX_BACKOFF)
             delay = max(backoff, timedelta(seconds=failure.retry_after))
@@ -284,177 +262,3 @@ class OutboxWorker:
         with self._guard:
             self.delivered += 1
         return True
-
-    # -- Slack --
-
-    def _deliver(self, claimed: Claimed, drain: _Drain) -> str | None:
-        """Carry out one effect; the ts of the message posted, if one was. Transient when it
-        must be tried again, `unsure` when Slack may have posted its message meanwhile."""
-        try:
-            return self._carry_out(claimed, drain)
-        except Transient as failure:
-            if failure.unsure or not claimed.in_doubt:
-                raise
-            raise Transient(failure.error, failure.retry_after, unsure=True) from None
-
-    def _carry_out(self, claimed: Claimed, drain: _Drain) -> str | None:
-        key, effect = claimed.key, claimed.effect
-        # The team's client; NotInstalled (a SlackApiError) when the app left the team: given up.
-        client = self._client_for(key.team)
-        if isinstance(effect, Generate):
-            self._generate(client, key)  # hands the slow work to the results' executor
-            return None
-        if isinstance(effect, Retire):
-            for question in drain.live(effect.step_id):
-                answered = answered_message(question.text, effect.shown, effect.note)
-                self._update(client, key, question.ts, answered)
-                drain.settlement.retired.append(question.ts)
-            return None
-        if isinstance(effect, Update):
-            live = [
-                question
-                for question in drain.live(effect.step_id)
-                if not effect.remembered or question.text == effect.remembered
-            ]
-            if live:  # updated in place, and still live: its buttons are the new message's
-                self._update(client, key, live[-1].ts, effect.message)
-            return None
-        if isinstance(effect, Upload):
-            self._upload(client, key, effect)
-            return None
-        if isinstance(effect, Ask):
-            # One live question per thread: any other still offering buttons is superseded.
-            for question in drain.live(keep=RESULT_STEP):
-                self._update(client, key, question.ts, superseded_message(question.text))
-                drain.settlement.retired.append(question.ts)
-        assert isinstance(effect, Ask | Offer | Post)
-        if claimed.in_doubt:
-            posted = self._posted_before(client, claimed)
-            if posted is not None:
-                log.info("outbox %d for %s was posted before a restart", claimed.id, key)
-                return posted
-        return self._post(client, claimed, effect.message)
-
-    def _post(self, client: WebClient, claimed: Claimed, message: SlackMessage) -> str | None:
-        key = claimed.key
-        response = _call(
-            lambda: client.chat_postMessage(
-                channel=key.channel,
-                thread_ts=key.thread,
-                text=message.text,
-                blocks=message.blocks,
-                unfurl_links=False,
-                unfurl_media=False,
-                metadata={"event_type": METADATA_EVENT, "event_payload": {"id": claimed.id}},
-            ),
-            posting=True,
-        )
-        return str(response.get("ts") or "") or None
-
-    def _upload(self, client: WebClient, key: SessionKey, upload: Upload) -> None:
-        """The file into the thread. No message metadata to find it by: an attempt in doubt
-        uploads it again (a rare second copy of the file in the thread, never none)."""
-        _call(
-            lambda: client.files_upload_v2(
-                channel=key.channel,
-                thread_ts=key.thread,
-                content=upload.content,
-                filename=upload.filename,
-                title=upload.title,
-            ),
-            posting=True,
-        )
-
-    def _update(self, client: WebClient, key: SessionKey, ts: str, message: SlackMessage) -> None:
-        """`ts` becomes `message`; a message deleted meanwhile has none to lose. (The caller
-        records it retired where it lost its buttons.)"""
-        try:
-            _call(
-                lambda: client.chat_update(
-                    channel=key.channel, ts=ts, text=message.text, blocks=message.blocks
-                ),
-                posting=False,
-            )
-        except SlackApiError as error:
-            if error.response.get("error") not in ("message_not_found", "cant_update_message"):
-                raise
-            log.warning("question %s in %s is gone: %s", ts, key, error.response.get("error"))
-
-    def _posted_before(self, client: WebClient, claimed: Claimed) -> str | None:
-        """The ts of the message an earlier attempt at `claimed` posted, if Slack has it."""
-        key = claimed.key
-        cursor: str | None = None
-        while True:
-            page = _call(
-                lambda cursor=cursor: client.conversations_replies(
-                    channel=key.channel,
-                    ts=key.thread,
-                    include_all_metadata=True,
-                    limit=200,
-                    cursor=cursor,
-                ),
-                posting=False,
-            )
-            for message in page.get("messages") or []:
-                metadata = message.get("metadata") or {}
-                payload = metadata.get("event_payload") or {}
-                if metadata.get("event_type") == METADATA_EVENT and payload.get("id") == claimed.id:
-                    return str(message["ts"])
-            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
-            if cursor is None:
-                return None
-
-
-class _Drain:
-    """One drain of a thread: what it settles, and the thread's question messages as they stand
-    in it (read with the claim; the database learns what it asked and retired when it is
-    settled). One drain per thread at a time, and only drains retire questions."""
-
-    def __init__(self, key: SessionKey, questions: list[QuestionMessage]) -> None:
-        self.settlement = Settlement(key)
-        self._questions = list(questions)
-
-    def delivered(self, claimed: Claimed, ts: str | None) -> None:
-        self.settlement.delivered.append((claimed, ts))
-        question = question_asked(claimed, ts)
-        if question is not None:
-            self._questions.append(question)
-
-    def live(self, step_id: str | None = None, *, keep: str | None = None) -> list[QuestionMessage]:
-        """The thread's questions still showing their buttons that asked `step_id` (None: any
-        but `keep`), oldest first."""
-        retired = set(self.settlement.retired)
-        return [
-            question
-            for question in self._questions
-            if question.ts not in retired
-            and (question.step_id == step_id if step_id is not None else question.step_id != keep)
-        ]
-
-
-def _call(request: Any, *, posting: bool) -> Any:
-    """Run a Web API request; Transient when Slack (or the way to it) failed this time, unsure
-    when `posting` and Slack may have taken the message all the same."""
-    try:
-        return request()
-    except SlackApiError as error:
-        status = int(getattr(error.response, "status_code", 200) or 200)
-        code = str(error.response.get("error") or f"HTTP {status}")
-        if status == 429 or status >= 500 or code in TRANSIENT_ERRORS:
-            unsure = posting and status >= 500
-            raise Transient(code, _retry_after(error), unsure=unsure) from None
-        raise
-    except OSError as error:  # URLError, a refused or dropped connection, a timeout
-        raise Transient(f"unreachable: {error}", unsure=posting) from None
-
-
-def _retry_after(error: SlackApiError) -> float:
-    headers = getattr(error.response, "headers", None) or {}
-    for name, value in dict(headers).items():
-        if name.lower() == "retry-after":
-            first = value[0] if isinstance(value, list) else value
-            try:
-                return float(first)
-            except (TypeError, ValueError):
-                return 0.0
-    return 0.0

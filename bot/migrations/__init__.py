@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.delivery.outbox import metadata as outbox_metadata
+from bot.delivery.outbox_rows import metadata as outbox_metadata
 from bot.runs.store import metadata as run_metadata
 from bot.slack.records import metadata as slack_records_metadata
 from bot.workspaces.installations import metadata as installation_metadata
