@@ -553,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
             "ARTBOT_RUNNER_COMMAND": "{python} {script}",
             "ARTBOT_RUNNER_POLL_INTERVAL_S": str(args.poll_interval),
             "ARTBOT_RUNNER_NVIDIA_SMI": str(root / "no-nvidia-smi"),
+            "ARTBOT_RUNNER_ALLOW_ROOT_JOBS": "true",  # its jobs print lines, as the caller's user
         }
         server = subprocess.Popen(
             [
