@@ -31,7 +31,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from bot.process.router import MAX_ROUTED_BODY, BotRouter, route_key
+from bot.process.router import BotRouter
+from bot.process.routing import MAX_ROUTED_BODY, route_key
 from bot.process.shards import shard_of
 from bot.runs.store import new_public_id
 from bot.slack.request_body import MAX_SLACK_BODY_BYTES
