@@ -7,8 +7,9 @@ session store and the checks build on the wizard; the runner on the plumbing alo
 assistant (a language model in front of the wizard) on the wizard and the settings; the Slack
 bot on all of those (the runner only through its client and wire schemas); the command line
 (`artbot`) on everything; all but the wizard, the settings and the plumbing use `isolation`.
-The README's layout names every module and folder. Every import counts, also those inside
-functions.
+Every import counts, also those inside functions. (That the documentation's Layout page names
+every module, each by its docstring, is tests/docs/test_docs.py's to check: the page is generated
+from the tree.)
 """
 
 from __future__ import annotations
@@ -200,57 +201,3 @@ def test_the_layer_rules_catch_an_upward_import() -> None:
     assert allowed("artbot.cli", "bot.serve")
     assert allowed("bot.wizard", "assistant")
     assert allowed("artbot.terminal.chat", "assistant")
-
-
-def readme_layout() -> str:
-    """The README's Layout section."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    return readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-
-
-def layout_tree() -> str:
-    return readme_layout().split("```")[3]  # the second code block: the tree
-
-
-def tree_entry(package: str) -> str:
-    """The lines of the layout tree about one top-level package."""
-    lines = layout_tree().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"{package}/"))
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "")),
-        len(lines),
-    )
-    return "\n".join(lines[start:end])
-
-
-def is_revision(path: Path) -> bool:
-    """An Alembic revision: history, named by the migrations folder it is in."""
-    return "\nrevision: str = " in path.read_text(encoding="utf-8")
-
-
-def test_the_readme_layout_names_every_module_under_its_package() -> None:
-    unnamed = [
-        str(path.relative_to(ROOT))
-        for path in source_files()
-        if path.name != "__init__.py"
-        and not is_revision(path)
-        and path.name not in tree_entry(path.relative_to(ROOT).parts[0])
-    ]
-    assert unnamed == []
-
-
-def test_every_folder_the_readme_layout_names_exists() -> None:
-    folders: list[Path] = []
-    parents: list[tuple[int, Path]] = []
-    for line in layout_tree().splitlines():
-        words = line.split()
-        if not words or not words[0].endswith("/"):
-            continue
-        indent = len(line) - len(line.lstrip())
-        while parents and parents[-1][0] >= indent:
-            parents.pop()
-        folder = (parents[-1][1] if parents else ROOT) / words[0]
-        parents.append((indent, folder))
-        folders.append(folder)
-    assert len(folders) >= 10
-    assert [str(f.relative_to(ROOT)) for f in folders if not f.is_dir()] == []
