@@ -9,6 +9,7 @@ every module.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import os
 import re
@@ -52,6 +53,7 @@ THE_TWO_COMMANDS = (
 )
 
 
+@functools.cache
 def hooks() -> ModuleType:
     """docs/hooks.py, loaded as MkDocs loads it: by its path."""
     spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
@@ -246,7 +248,7 @@ def test_every_module_has_a_docstring() -> None:
     ]
     assert missing == []
     for path in source_modules():
-        hooks().module_summary(path)  # raises where the exceptions have gone stale
+        hooks().module_summary(path)  # raises where an exception has gone stale
 
 
 def test_the_configuration_table_has_every_setting_with_its_meaning() -> None:
@@ -271,9 +273,10 @@ def test_a_setting_without_a_description_stops_the_build() -> None:
         limit: int = Field(default=3)
 
     generated = hooks()
-    generated.settings_classes = lambda: [("bot", Undescribed)]
-    with pytest.raises(generated.GeneratedPageError, match="ARTBOT_EXAMPLE_LIMIT"):
-        generated.configuration()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(generated, "settings_classes", lambda: [("bot", Undescribed)])
+        with pytest.raises(generated.GeneratedPageError, match="ARTBOT_EXAMPLE_LIMIT"):
+            generated.configuration()
 
 
 def test_the_variables_read_outside_the_settings_are_read() -> None:
