@@ -36,15 +36,8 @@ from bot.settings import BotSettings
 from bot.slack.listeners import register_listeners
 from bot.slack.listeners.guard import RECEIVED_AT, AfterAck
 from bot.slack.listeners.payloads import answered_unless_forged
-from bot.workspaces.installations import (
-    BOT_SCOPES,
-    STATE_EXPIRY_S,
-    ClientFor,
-    InstallationStore,
-    SlackClients,
-    StateStore,
-    web_client_maker,
-)
+from bot.workspaces.clients import ClientFor, SlackClients, web_client_maker
+from bot.workspaces.installations import BOT_SCOPES, STATE_EXPIRY_S, InstallationStore, StateStore
 
 log = logging.getLogger(__name__)
 

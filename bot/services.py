@@ -31,13 +31,9 @@ from bot.wizard.replies import Replies
 from bot.wizard.result_buttons import ResultButtons
 from bot.wizard.script_results import Dryrun, ScriptResults
 from bot.wizard.turns import FLOWS, Turns
-from bot.workspaces.installations import (
-    ClientFor,
-    Workspaces,
-    check_stored_tokens,
-    schema_engine,
-    stored_token_cipher,
-)
+from bot.workspaces.clients import ClientFor
+from bot.workspaces.installations import check_stored_tokens, schema_engine, stored_token_cipher
+from bot.workspaces.store import Workspaces
 from bot.workspaces.token_keys import TokenCipher
 from checks.dryrun import dryrun_script
 from isolation.sandbox import Sandbox

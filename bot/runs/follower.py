@@ -26,7 +26,7 @@ from bot.process.shards import ALONE, Shard
 from bot.runs.reporter import CARD_MIN_INTERVAL
 from bot.runs.service import RunService
 from bot.runs.store import Run
-from bot.workspaces.installations import ClientFor, NotInstalled
+from bot.workspaces.clients import ClientFor, NotInstalled
 from runner.client import AsyncRunnerClient, RunnerClientError, RunnerRejected
 
 log = logging.getLogger(__name__)

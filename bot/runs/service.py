@@ -25,7 +25,7 @@ from bot.runs.store import Run, RunRef, RunStore
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords, script_digest
 from bot.slack.text import clip, escape
-from bot.workspaces.installations import ClientFor, NotInstalled
+from bot.workspaces.clients import ClientFor, NotInstalled
 from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventsPage, EventType, FixAction, JobState, JobSubmission
 from storage.sessions import SessionKey, SessionStore

@@ -12,7 +12,7 @@ from bot.delivery.outbox import Outbox
 from bot.process.shards import ALONE, Shard
 from bot.slack.blocks import text_message
 from bot.slack.records import SlackRecords
-from bot.workspaces.installations import Workspaces
+from bot.workspaces.store import Workspaces
 from storage.sessions import SessionKey, SessionStore, StoredSession
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,7 @@
 """Which workspaces the bot serves, and with which token.
 
-installations.py the workspaces, OAuth's installation and state stores, the clients per team
-token_keys.py    Slack tokens encrypted at rest
+store.py         the workspaces served (`artbot_workspaces`): enterprise, and whether the app left
+installations.py slack_sdk's installation and OAuth state stores on the bot's database
+clients.py       the Web API client that acts in a team (`SlackClients.client_for`)
+token_keys.py    Slack tokens encrypted at rest: the keys, the cipher, the column type
 """

@@ -24,12 +24,8 @@ from sqlalchemy import text
 from bot.migrations import BOT_DATABASE
 from bot.process.serve import BotServer, web_for
 from bot.settings import load_settings
-from bot.workspaces.installations import (
-    InstallationStore,
-    Workspaces,
-    rotate_token_key,
-    schema_engine,
-)
+from bot.workspaces.installations import InstallationStore, rotate_token_key, schema_engine
+from bot.workspaces.store import Workspaces
 from bot.workspaces.token_keys import TokenCipher, TokenKeyError
 from storage import migrations
 from storage.database import create_database_engine

@@ -24,14 +24,9 @@ from bot.settings import SettingsError, load_settings
 from bot.slack.blocks import text_message
 from bot.wizard.expiry import STOPPED
 from bot.wizard.home import HOME_BLOCKS_MAX, home_blocks
-from bot.workspaces.installations import (
-    BOT_SCOPES,
-    CLIENT_CHECKED_EVERY_S,
-    InstallationStore,
-    NotInstalled,
-    SlackClients,
-    Workspaces,
-)
+from bot.workspaces.clients import CLIENT_CHECKED_EVERY_S, NotInstalled, SlackClients
+from bot.workspaces.installations import BOT_SCOPES, InstallationStore
+from bot.workspaces.store import Workspaces
 from bot.workspaces.token_keys import TokenCipher
 from flows import TRAIN_RL, Session
 from storage import migrations

@@ -14,7 +14,7 @@ from bot.services import Services
 from bot.slack.listeners import actions, commands, events, run_buttons, workspaces
 from bot.slack.listeners.guard import AfterAck
 from bot.slack.listeners.payloads import answered_anyway
-from bot.workspaces.installations import SlackClients
+from bot.workspaces.clients import SlackClients
 
 
 def register_listeners(

@@ -13,7 +13,7 @@ from bot.services import Services
 from bot.slack.listeners.guard import AfterAck
 from bot.slack.listeners.payloads import Malformed, optional_list, value_at
 from bot.wizard.home import OPEN_THREAD_ACTION
-from bot.workspaces.installations import SlackClients
+from bot.workspaces.clients import SlackClients
 
 UNINSTALLED = "app_uninstalled"
 BOT_TOKEN_REVOKED = "tokens_revoked"
