@@ -37,7 +37,7 @@ SERVER_READY_S = 120
 SERVER_STOPS_S = 30
 WAS_RUN = 90
 """The exit status of a block's script when one of its commands exited otherwise than shown."""
-PRIVATE = ("SLACK_", "ARTBOT_", "OPENAI_", "WANDB_", "HF_TOKEN", "PORT", "VIRTUAL_ENV", "UV_")
+PRIVATE = ("SLACK_", "ARTBOT_", "OPENAI_", "WANDB_", "HF_TOKEN", "PORT", "VIRTUAL_ENV")
 
 
 @dataclass
