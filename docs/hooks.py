@@ -9,8 +9,9 @@ GENERATED[NAME]() when the page is built:
 - `layers`: what each part may import, from the rules `tests/test_layers.py` enforces;
 - `layout`: every package, subpackage and module with its docstring's first sentence, walked
   from the source tree (a module without a docstring stops the build).
-Nothing here names a module of ours: classes and modules are found by walking the tree, so the
-pages follow modules that move.
+Settings classes and modules are found by walking the tree, never named, so the pages follow
+modules that move; the only names used are the command line's parser (`artbot.cli`), the flow
+(`flows.TRAIN_RL`) and the layer rules (`tests/test_layers.py`).
 """
 
 from __future__ import annotations
@@ -255,6 +256,8 @@ def setting_rows() -> Iterator[tuple[str, str, str, str]]:
             limits = allowed_values(info)
             if limits:
                 meaning += f" ({limits})"
+            if package not in PROGRAMS:
+                raise GeneratedPageError(f"{cls.__name__}: say in PROGRAMS which program reads it")
             yield f"`{name}`", cell(meaning), shown_default(info), PROGRAMS[package]
     stale = set(DESCRIPTIONS_NOT_YET_IN_CODE) - used_fallbacks
     if stale:
