@@ -112,6 +112,7 @@ def test_a_block_says_what_it_is_and_how_it_runs(block: Block) -> None:
             assert block.skip_reason, "a skipped block says why"
         if how == "exit":
             assert re.fullmatch(r"exit \d+", block.marker)
+            assert block.language == "console"
         if how == "server":
             assert re.fullmatch(r"server /\S*", block.marker)
             assert block.language == "console"
