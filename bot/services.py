@@ -43,6 +43,7 @@ from storage.sessions import SessionStore
 
 if TYPE_CHECKING:
     from bot.runs.compare import RunComparer
+    from bot.runs.controls import RunControls
     from bot.runs.rerun import Reruns
     from bot.runs.service import RunService
     from bot.runs.tryit import ModelTrier
@@ -85,6 +86,7 @@ class Services:
     assistant: Assistant | None = None
     """Reads typed replies first when a model is configured (None: the plain form)."""
     runs: RunService | None = None
+    controls: RunControls | None = None
     reruns: Reruns | None = None
     comparer: RunComparer | None = None
     trier: ModelTrier | None = None
@@ -145,10 +147,11 @@ def build_services(
     workspaces = Workspaces(engine, schema=schema, token_cipher=cipher)
     slots = WorkSlots(max(MIN_SLOTS, LISTENER_SLOTS // shard.count))
     opener = ThreadOpener(store, outbox)
-    runs = reruns = comparer = trier = None
+    runs = controls = reruns = comparer = trier = None
     if settings.artbot_runner_url and settings.artbot_runner_token:
         # Imported only with a runner: the plots need matplotlib, the client httpx.
         from bot.runs.compare import RunComparer
+        from bot.runs.controls import RunControls
         from bot.runs.rerun import Reruns
         from bot.runs.service import RunService
         from bot.runs.store import RunStore
@@ -168,6 +171,7 @@ def build_services(
             store,
             policy=ApprovalPolicy.from_settings(settings),
         )
+        controls = RunControls(runs)
         reruns = Reruns(runs.runs, store, opener, poster, outbox)
         comparer = RunComparer(runs.runs, store, FLOWS, poster)
         wandb_key = settings.wandb_api_key.get_secret_value() if settings.wandb_api_key else None
@@ -210,6 +214,7 @@ def build_services(
         max_upload_bytes=settings.artbot_max_upload_bytes,
         assistant=assistant,
         runs=runs,
+        controls=controls,
         reruns=reruns,
         comparer=comparer,
         trier=trier,

@@ -1,5 +1,6 @@
-"""Approved scripts on the GPU runner: submit (retrying while it is down), follow each job's
-events (the notifier tells the thread), and the run buttons: Cancel and the fixes.
+"""Approved scripts on the GPU runner: submit (retrying while it is down), and follow each job's
+events (the reporter tells the thread: bot.runs.reporter). A run's Cancel and its fixes:
+bot.runs.controls.
 """
 
 from __future__ import annotations
@@ -18,16 +19,15 @@ from bot.delivery.outbox import Outbox
 from bot.process.shards import ALONE, Shard
 from bot.runs.approval import ApprovalPolicy
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
-from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.reporter import RunReporter
 from bot.runs.rollouts import post_rollouts, rollouts_said
-from bot.runs.store import Run, RunRef, RunStore
+from bot.runs.store import Run, RunStore
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords, script_digest
 from bot.slack.text import clip, escape
 from bot.workspaces.clients import ClientFor, NotInstalled
 from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
-from runner.schemas import EventsPage, EventType, FixAction, JobState, JobSubmission
+from runner.schemas import EventsPage, EventType, JobSubmission
 from storage.sessions import SessionKey, SessionStore
 
 log = logging.getLogger(__name__)
@@ -85,10 +85,11 @@ class RunService:
         self.poster = poster
         self.client = client
         self._load_script = load_script
-        self._sessions = sessions
+        self.sessions = sessions
         self.policy = policy
         """Who may approve (bot.runs.approval), and so start code on the GPU host."""
-        self.notifier = RunReporter(runs, outbox)
+        self.reporter = RunReporter(runs, outbox)
+        """Tells each run's thread what its job's events say."""
         self._submitting = threading.Lock()
         self._locks_lock = threading.Lock()
         self._run_locks: dict[int, threading.Lock] = {}
@@ -120,9 +121,9 @@ class RunService:
     ) -> Run:
         """Record the approval, then submit; an unreachable runner is retried, never forgotten."""
         backend = str(answers.get("backend") or "local")
-        return self._start(slack, key, user, script, script_name, backend, required_env(answers))
+        return self.start(slack, key, user, script, script_name, backend, required_env(answers))
 
-    def _start(
+    def start(
         self,
         slack: WebClient,
         key: SessionKey,
@@ -153,7 +154,7 @@ class RunService:
         self._submit(slack, run)
         return self.runs.get(run.id) or run
 
-    def _script_of(self, run: Run) -> str | None:
+    def script_of(self, run: Run) -> str | None:
         """The approved script, from the bot's scripts folder, if it is still the one approved."""
         script = self._load_script(run.key, run.script_name)
         if script is not None and script_digest(script) == run.script_sha256:
@@ -161,7 +162,7 @@ class RunService:
         return None
 
     def _submit(self, slack: WebClient, run: Run) -> None:
-        script = self._script_of(run)
+        script = self.script_of(run)
         if script is None:
             self._end(
                 slack,
@@ -197,10 +198,10 @@ class RunService:
                 submit_attempts=attempts,
                 next_attempt_at=self.runs.now() + delay,
             )
-            self._say_unreachable(slack, run, WAITING_FOR_RUNNER.format(error=_shown(error, 200)))
+            self._say_unreachable(slack, run, WAITING_FOR_RUNNER.format(error=shown(error, 200)))
             return
         except RunnerRejected as error:
-            self._end(slack, run, "rejected", REFUSED.format(error=_shown(error, 1_000)))
+            self._end(slack, run, "rejected", REFUSED.format(error=shown(error, 1_000)))
             return
         run = self.runs.update(
             run.id, job_id=job.id, state=job.state.value, unreachable_notified=False
@@ -266,14 +267,14 @@ class RunService:
                 return None
             if run.unreachable_notified:
                 run = self.runs.update(run.id, unreachable_notified=False)
-                self.notifier.say(slack, run, ":electric_plug: The GPU runner answers again.")
+                self.reporter.say(slack, run, ":electric_plug: The GPU runner answers again.")
             new = [event for event in page.events if event.seq > run.cursor]
             for event in new:
-                run, said = self.notifier.handle(slack, run, event)
+                run, said = self.reporter.handle(slack, run, event)
                 if event.type is EventType.succeeded:
                     said += self._last_rollouts(slack, run)
                 # What the event says, and the cursor past it, in one transaction.
-                self.notifier.outbox.enqueue(
+                self.reporter.outbox.enqueue(
                     run.key, said, also=self.runs.moving_cursor(run.id, event.seq)
                 )
                 run = self.runs.get(run.id) or run
@@ -281,7 +282,7 @@ class RunService:
             # at most every
             # CARD_MIN_INTERVAL; the end at once.
             shown_now = not run.active or any(e.type in SHOWN_AT_ONCE for e in new)
-            self.notifier.refresh_card(slack, run, force=bool(new) and shown_now)
+            self.reporter.refresh_card(slack, run, force=bool(new) and shown_now)
             return self.runs.get(run_id)
 
     def _last_rollouts(self, slack: WebClient, run: Run) -> list[ThreadEffect]:
@@ -309,17 +310,17 @@ class RunService:
         try:
             page = self.client.rollouts(str(run.job_id), step)
         except RunnerClientError as error:
-            self.notifier.say(slack, run, NO_ROLLOUTS_RUNNER.format(error=_shown(error, 300)))
+            self.reporter.say(slack, run, NO_ROLLOUTS_RUNNER.format(error=shown(error, 300)))
             return True
         if page.rollouts is not None:
-            post_rollouts(slack, self.notifier.outbox, run, page.rollouts)
+            post_rollouts(slack, self.reporter.outbox, run, page.rollouts)
         elif page.steps:
             steps = ", ".join(str(s) for s in page.steps)
-            self.notifier.say(
+            self.reporter.say(
                 slack, run, f"No validation rollouts at step {step}. Steps with some: {steps}."
             )
         else:
-            self.notifier.say(slack, run, NO_ROLLOUTS_YET)
+            self.reporter.say(slack, run, NO_ROLLOUTS_YET)
         return True
 
     def following_failed(self, slack: WebClient, run_id: int, error: RunnerClientError) -> None:
@@ -330,9 +331,9 @@ class RunService:
             if run is None or not run.active:
                 return
             if isinstance(error, RunnerRejected):
-                self._end(slack, run, "lost", UNKNOWN_JOB.format(error=_shown(error, 300)))
+                self._end(slack, run, "lost", UNKNOWN_JOB.format(error=shown(error, 300)))
             else:
-                self._say_unreachable(slack, run, LOST_CONTACT.format(error=_shown(error, 200)))
+                self._say_unreachable(slack, run, LOST_CONTACT.format(error=shown(error, 200)))
 
     @contextmanager
     def _following(self, run_id: int) -> Iterator[None]:
@@ -345,94 +346,15 @@ class RunService:
     def _end(self, slack: WebClient, run: Run, state: str, text: str) -> None:
         """The run ends without a job's result (`rejected`, `lost`): record it and say why."""
         self.runs.update(run.id, state=state, finished_at=self.runs.now())
-        self.notifier.say(slack, run, text)
+        self.reporter.say(slack, run, text)
 
     def _say_unreachable(self, slack: WebClient, run: Run, text: str) -> None:
         """Say once that the runner cannot be reached; it is said again only after it answered."""
         if not run.unreachable_notified:
             self.runs.update(run.id, unreachable_notified=True)
-            self.notifier.say(slack, run, text)
+            self.reporter.say(slack, run, text)
 
-    # -- buttons and listings --
-
-    def cancel(self, slack: WebClient, ref: RunRef, user: str) -> None:
-        """The status card's Cancel button: the owner or an approver stops the job."""
-        run = self.runs.find(ref)
-        if run is None or run.job_id is None:
-            return
-        if user != run.owner and user not in self.policy.approvers:
-            self.poster.ephemeral(slack, run.key, user, f"Only <@{run.owner}> can cancel this run.")
-            return
-        if not run.active:  # a finished run: what may still run is its model's serving job
-            self._stop_serving(slack, run, user)
-            return
-        try:
-            self.client.cancel(run.job_id)
-        except (RunnerUnavailable, RunnerRejected) as error:
-            self.poster.ephemeral(slack, run.key, user, f"Could not cancel: {_shown(error, 300)}")
-            return
-        # Said to the one who clicked: the thread hears once, when the job has stopped (the
-        # card and the `cancelled` milestone).
-        self.poster.ephemeral(
-            slack,
-            run.key,
-            user,
-            f":no_entry_sign: Cancelling job `{run.job_id}`; checkpoints are saved first.",
-        )
-
-    def _stop_serving(self, slack: WebClient, run: Run, user: str) -> None:
-        assert run.job_id is not None
-        try:
-            serving = self.client.stop_serving(run.job_id)
-        except RunnerRejected as error:
-            said = "Nothing of this run is being served." if error.status == 404 else None
-            self.poster.ephemeral(
-                slack, run.key, user, said or f"Could not stop it: {_shown(error, 300)}"
-            )
-            return
-        except RunnerUnavailable as error:
-            self.poster.ephemeral(slack, run.key, user, f"Could not stop it: {_shown(error, 300)}")
-            return
-        self.poster.ephemeral(
-            slack, run.key, user, f":no_entry_sign: Stopping the served model `{serving.model}`."
-        )
-
-    def retry(self, slack: WebClient, ref: RunRef, action: FixAction, user: str) -> None:
-        """A fix button: the script again, with less GPU memory or resuming from a checkpoint."""
-        run = self.runs.find(ref)
-        if run is None or run.state != JobState.failed.value:
-            return
-        refusal = self.may_approve(slack, run.key, user, run.owner)
-        if refusal:
-            self.poster.ephemeral(slack, run.key, user, refusal)
-            return
-        script = self._script_of(run)
-        if script is None:
-            self.notifier.say(
-                slack, run, "The script changed since that run: approve the new one instead."
-            )
-            return
-        args = list(run.args)
-        resume = None
-        if action is FixAction.retry_lower_gpu_memory:
-            stored = self._sessions.get(run.key)
-            args = with_lower_gpu_memory(args, stored.session.answers if stored else {})
-        else:
-            resume = run.job_id
-        self._start(
-            slack,
-            run.key,
-            user,
-            script,
-            run.script_name,
-            run.backend,
-            run.required_env,
-            args=args,
-            resume_from_job=resume,
-            # The resumed job reports only its own steps: the curve (and the base model's
-            # validation at step 0) go on from the earlier run's.
-            points=run.points if resume else None,
-        )
+    # -- listings --
 
     def runs_text(self, user: str, team: str) -> str:
         """`/train-rl runs`: the user's latest runs in the team."""
@@ -443,6 +365,6 @@ class RunService:
         return thread_status_text(self.runs.for_thread(key))
 
 
-def _shown(error: Exception, limit: int) -> str:
+def shown(error: Exception, limit: int) -> str:
     """The runner's error as it goes into a message: clipped and escaped."""
     return escape(clip(str(error), limit))

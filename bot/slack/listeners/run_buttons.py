@@ -1,5 +1,5 @@
 """A run's buttons, each straight to its run service: the status card's Cancel and a failed run's
-fixes (bot.runs.service), and under a finished run *Run again with changes* (bot.runs.rerun),
+fixes (bot.runs.controls), and under a finished run *Run again with changes* (bot.runs.rerun),
 *Compare with the previous run of this project* (bot.runs.compare) and *Try it* with the modal
 it opens (bot.runs.tryit). Without a runner they are acked and do nothing."""
 
@@ -45,16 +45,16 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         app,
         after_ack,
         RUN_CANCEL_ACTION,
-        services.runs,
-        lambda runs, click: runs.cancel(click.client, click.run, click.user),
+        services.controls,
+        lambda controls, click: controls.cancel(click.client, click.run, click.user),
         once=False,  # a repeated Cancel asks the runner again: the job stops once
     )
     on_run_button(
         app,
         after_ack,
         re.compile(rf"^{RUN_FIX_ACTION}:(retry_lower_gpu_memory|resume)$"),
-        services.runs,
-        lambda runs, click: runs.retry(
+        services.controls,
+        lambda controls, click: controls.retry(
             click.client, click.run, FixAction(click.action_id.split(":", 1)[1]), click.user
         ),
     )

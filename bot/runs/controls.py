@@ -1,0 +1,106 @@
+"""A run's controls: the status card's Cancel (the job stopped, or a finished run's served model)
+and a failed run's fix buttons (the script again with less GPU memory, or resumed from its last
+checkpoint). Each comes straight from its listener (bot/slack/listeners/run_buttons.py).
+"""
+
+from __future__ import annotations
+
+from slack_sdk import WebClient
+
+from bot.runs.flags import with_lower_gpu_memory
+from bot.runs.service import RunService, shown
+from bot.runs.store import Run, RunRef
+from runner.client import RunnerRejected, RunnerUnavailable
+from runner.schemas import FixAction, JobState
+
+
+class RunControls:
+    """Cancel and the fixes, for a run's owner (or an approver)."""
+
+    def __init__(self, service: RunService) -> None:
+        self.service = service
+
+    def cancel(self, slack: WebClient, ref: RunRef, user: str) -> None:
+        """The status card's Cancel button: the owner or an approver stops the job."""
+        run = self.service.runs.find(ref)
+        if run is None or run.job_id is None:
+            return
+        if user != run.owner and user not in self.service.policy.approvers:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Only <@{run.owner}> can cancel this run."
+            )
+            return
+        if not run.active:  # a finished run: what may still run is its model's serving job
+            self._stop_serving(slack, run, user)
+            return
+        try:
+            self.service.client.cancel(run.job_id)
+        except (RunnerUnavailable, RunnerRejected) as error:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Could not cancel: {shown(error, 300)}"
+            )
+            return
+        # Said to the one who clicked: the thread hears once, when the job has stopped (the
+        # card and the `cancelled` milestone).
+        self.service.poster.ephemeral(
+            slack,
+            run.key,
+            user,
+            f":no_entry_sign: Cancelling job `{run.job_id}`; checkpoints are saved first.",
+        )
+
+    def _stop_serving(self, slack: WebClient, run: Run, user: str) -> None:
+        assert run.job_id is not None
+        try:
+            serving = self.service.client.stop_serving(run.job_id)
+        except RunnerRejected as error:
+            said = "Nothing of this run is being served." if error.status == 404 else None
+            self.service.poster.ephemeral(
+                slack, run.key, user, said or f"Could not stop it: {shown(error, 300)}"
+            )
+            return
+        except RunnerUnavailable as error:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Could not stop it: {shown(error, 300)}"
+            )
+            return
+        self.service.poster.ephemeral(
+            slack, run.key, user, f":no_entry_sign: Stopping the served model `{serving.model}`."
+        )
+
+    def retry(self, slack: WebClient, ref: RunRef, action: FixAction, user: str) -> None:
+        """A fix button: the script again, with less GPU memory or resuming from a checkpoint."""
+        run = self.service.runs.find(ref)
+        if run is None or run.state != JobState.failed.value:
+            return
+        refusal = self.service.may_approve(slack, run.key, user, run.owner)
+        if refusal:
+            self.service.poster.ephemeral(slack, run.key, user, refusal)
+            return
+        script = self.service.script_of(run)
+        if script is None:
+            self.service.reporter.say(
+                slack, run, "The script changed since that run: approve the new one instead."
+            )
+            return
+        args = list(run.args)
+        resume = None
+        if action is FixAction.retry_lower_gpu_memory:
+            stored = self.service.sessions.get(run.key)
+            args = with_lower_gpu_memory(args, stored.session.answers if stored else {})
+        else:
+            resume = run.job_id
+        self.service.start(
+            slack,
+            run.key,
+            user,
+            script,
+            run.script_name,
+            run.backend,
+            run.required_env,
+            args=args,
+            resume_from_job=resume,
+            # The resumed job reports only its own steps: the curve (and the base model's
+            # validation at step 0) go on from the earlier run's.
+            points=run.points if resume else None,
+        )
