@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.runs.rollouts import samples_line
+from bot.runs.rollout_samples import samples_line
 from bot.runs.store import Run
 from bot.slack.blocks import (
     MAX_BLOCKS,

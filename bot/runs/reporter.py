@@ -5,7 +5,7 @@ what to do, the result with the model (and the reward curve once, at the end).
 
 Validations are not posted: the card shows the latest val/reward, and a post per validation
 (with a plot each) made a long run the noisiest part of the thread. The first validation's best
-and worst rollouts are (bot.runs.rollouts: which ones, and why)."""
+and worst rollouts are (bot.runs.rollout_samples: which ones, and why)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from bot.delivery.effects import Post, ThreadEffect
 from bot.delivery.outbox import Outbox
 from bot.runs.cards import failure_message, status_card, success_message
 from bot.runs.plots import reward_curve_png
-from bot.runs.rollouts import first_validation, rollouts_said, with_samples
+from bot.runs.rollout_samples import first_validation, rollouts_said, with_samples
 from bot.runs.store import Run, RunStore
 from bot.slack.blocks import text_message
 from bot.slack.text import clip, escape
@@ -92,8 +92,8 @@ class RunReporter:
     ) -> Run:
         """A validation's best and worst rollouts: their gist kept with the step's point (the
         status card shows the latest validation's), and the first validation's posted in full
-        (bot.runs.rollouts says which are posted); the others are shown on request or, the last,
-        at the end."""
+        (bot.runs.rollout_samples says which are posted); the others are shown on request or, the
+        last, at the end."""
         try:
             rollouts = ValidationRollouts.model_validate(data)
         except ValueError:

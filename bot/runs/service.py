@@ -20,7 +20,7 @@ from bot.process.shards import ALONE, Shard
 from bot.runs.approval import ApprovalPolicy
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.reporter import RunReporter
-from bot.runs.rollouts import post_rollouts, rollouts_said
+from bot.runs.rollout_samples import post_rollouts, rollouts_said
 from bot.runs.store import Run, RunStore
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords, script_digest

@@ -2,7 +2,8 @@
 each one advanced once however often Slack delivers it.
 
 Before the wizard: `try <prompt>` in a thread whose run succeeded (bot.runs.tryit) and `show
-rollouts [step]` (bot.runs.rollouts) are the runs' own. After it: `status` adds the thread's runs.
+rollouts [step]` (bot.runs.rollout_samples) are the runs' own. After it: `status` adds the
+thread's runs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 
 from bot.delivery.effects import Post, turn_effects
-from bot.runs.rollouts import rollouts_request
+from bot.runs.rollout_samples import rollouts_request
 from bot.slack.blocks import text_message
 from bot.wizard.expiry import Expiry
 from bot.wizard.proposals import Proposals

@@ -12,8 +12,8 @@ When they are posted (one message per validation at most, and only a few validat
 A post per validation would be the noisiest part of a long run's thread, as validation posts
 were (the status card shows every validation's reward).
 
-The runner redacts secrets from the rollouts before it stores them (runner.redact); here the
-texts are escaped for mrkdwn and clipped, and a file holds the plain text.
+The runner redacts secrets from the rollouts before it stores them (runner.records.redact); here
+the texts are escaped for mrkdwn and clipped, and a file holds the plain text.
 """
 
 from __future__ import annotations
