@@ -20,7 +20,8 @@ from artbot.script_files import ScriptExists, script_path, write_script
 from artbot.terminal.chat import DEFAULT_SESSION_NAME, run_chat_command
 from checks.dryrun.command import add_dryrun_arguments, run_dryrun_command
 from checks.script_check import CheckReport, check_script
-from flows import TRAIN_RL, AnswersError, RenderError, render_script, replay
+from checks.script_format import formatted_script
+from flows import TRAIN_RL, AnswersError, RenderError, replay
 
 DATABASE_URL_ENV = "ARTBOT_DATABASE_URL"
 
@@ -125,7 +126,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
         session = replay(TRAIN_RL, answers)
         active = TRAIN_RL.active_answers(session.answers)
         path = script_path(args.out, str(active["run_name"]))
-        script = render_script(active, path.name)  # its docstring says to run that file
+        script = formatted_script(active, path.name)  # its docstring says to run that file
     except AnswersError as exc:
         print(f"{source}: {exc.step_id}: {exc.message}", file=sys.stderr)
         return EXIT_PROBLEMS

@@ -1,4 +1,5 @@
-"""The train-rl wizard, pure: a flow is data, one engine advances a session by one reply.
+"""The wizards (train-rl, train-sft), pure: a flow is data, one engine advances a session by one
+reply.
 
 Adapters (the terminal chat, the Slack bot, storage) import what they need from here, not from
 the modules inside: those are the wizard's own business and may move.
@@ -8,6 +9,8 @@ the modules inside: those are the wizard's own business and may move.
     turn = begin(TRAIN_RL, Session.start(TRAIN_RL.id))
     turn = advance(TRAIN_RL, turn.session, Reply(text="static"))
 """
+
+from collections.abc import Mapping
 
 from flows.answers import MAX_ATTACHMENT_BYTES
 from flows.code_calls import CODE_STEPS, CodeCall, CodeCalls, code_calls
@@ -21,6 +24,7 @@ from flows.session import Session
 from flows.steps import Attachment, Choice, InvalidAnswer, Text, ValuesMenu
 from flows.tool_schemas import tool_schemas_from_code
 from flows.train_rl import TRAIN_RL, hyperparameters
+from flows.train_sft import TRAIN_SFT
 from flows.turns import (
     EDIT_MENU,
     Answered,
@@ -38,12 +42,17 @@ from flows.turns import (
     Turn,
 )
 
+FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL, TRAIN_SFT.id: TRAIN_SFT}
+"""Every flow by its id: the one registry the session store and the adapters look flows up in."""
+
 __all__ = [
     "CODE_STEPS",
     "EDIT_MENU",
+    "FLOWS",
     "MAX_ATTACHMENT_BYTES",
     "MAX_REPLY_CHARS",
     "TRAIN_RL",
+    "TRAIN_SFT",
     "Answered",
     "AnswersError",
     "Attachment",

@@ -6,7 +6,7 @@ The environment is strict (StrictUndefined) and prints marked values only (flows
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -23,6 +23,7 @@ from flows.entry_points import (
     reward_function_call,
     takes_scenario,
 )
+from flows.flow import Flow
 from flows.http_tools import split_endpoints
 from flows.literals import (
     Code,
@@ -35,9 +36,10 @@ from flows.literals import (
     py_literal,
     toml_string,
 )
-from flows.script_format import ScriptFormatError, ruff_formatted
+from flows.script_answers import RenderError, script_answers
+from flows.sft_render import sft_script_context
 from flows.simulated_user import has_simulated_user
-from flows.steps import InvalidAnswer, Text
+from flows.steps import InvalidAnswer
 from flows.template_files import templates_dir
 from flows.train_rl import (
     ENVIRONMENT_REWARD,
@@ -49,11 +51,8 @@ from flows.train_rl import (
     third_party_imports,
     uses_ruler,
 )
+from flows.train_sft import TRAIN_SFT
 from flows.user_code import scoped_body
-
-
-class RenderError(ValueError):
-    """The answers cannot make a script (missing or inconsistent); says which answer."""
 
 
 @cache
@@ -82,10 +81,7 @@ def script_context(
     `script_file`: the script's file name, which its docstring tells to run (`<run_name>.py`,
     as artbot saves it, unless told otherwise).
     """
-    answers = _with_defaults(TRAIN_RL.active_answers(answers))
-    missing = [s.id for s in TRAIN_RL.active_steps(answers) if s.id not in answers]
-    if missing:
-        raise RenderError(f"these questions are not answered yet: {', '.join(missing)}")
+    answers = script_answers(TRAIN_RL, answers)
     pattern = rollout_pattern(answers)
     hp = hyperparameters(answers)
     source = answers["scenario_source"]
@@ -173,18 +169,6 @@ def script_context(
     except InvalidAnswer as error:
         raise RenderError(str(error)) from None
     return context
-
-
-def _with_defaults(answers: dict[str, Any]) -> dict[str, Any]:
-    """The answers, with the default of each optional question they lack (a session finished
-    before that question existed renders as if its default had been taken)."""
-    for step in TRAIN_RL.active_steps(answers):
-        if step.id not in answers and isinstance(step, Text) and step.default is not None:
-            try:
-                answers[step.id] = step.default(answers)
-            except InvalidAnswer:
-                continue  # no default for these answers: it stays missing, and says so
-    return answers
 
 
 def _add_user_code(
@@ -345,20 +329,28 @@ def _final_answer_context(answers: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_script(answers: Mapping[str, Any], script_file: str | None = None) -> str:
-    """The complete training script for these answers, in ruff's format; `script_file` is the
-    name it is saved under (default `<run_name>.py`), which its docstring tells to run."""
-    template = environment().get_template(TRAIN_RL.template)
-    script = template.render(script_context(answers, script_file=script_file))
+ScriptContext = Callable[[Mapping[str, Any], frozenset[str], str | None], dict[str, Any]]
+CONTEXTS: dict[str, ScriptContext] = {
+    TRAIN_RL.id: script_context,
+    TRAIN_SFT.id: sft_script_context,
+}
+"""What each flow's template is given, by the flow's id."""
+
+
+def render_script(
+    answers: Mapping[str, Any], script_file: str | None = None, flow: Flow = TRAIN_RL
+) -> str:
+    """The complete training script for these answers of `flow` as the templates print it;
+    `script_file` is the name it is saved under (default `<run_name>.py`), which its docstring
+    tells to run. What users get is this in ruff's format (`checks.script_format`)."""
+    context = CONTEXTS[flow.id]
+    template = environment().get_template(flow.template)
+    script = template.render(context(answers, frozenset(), script_file))
     names = top_level_names(script)
     if names:
         # Rendered again once the script's own names are known: they decide a few lint waivers.
-        script = template.render(script_context(answers, names, script_file))
-    try:
-        return ruff_formatted(script)
-    except ScriptFormatError:
-        # Layout only: the unformatted script is the same program (a test keeps this rare).
-        return script
+        script = template.render(context(answers, names, script_file))
+    return script
 
 
 def top_level_names(script: str) -> frozenset[str]:

@@ -37,11 +37,10 @@ from sqlalchemy.engine import CursorResult, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from flows import TRAIN_RL, Flow, Session
+from flows import FLOWS, Flow, Session
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sql_store import SqlStore, utc_now
 
-DEFAULT_FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL}
 AlsoWrite = Callable[[Connection], None]
 """More writes for a store's transaction, given its connection: they commit with it or not at
 all."""
@@ -193,7 +192,7 @@ class SessionStore(SqlStore):
         self,
         engine: Engine,
         *,
-        flows: Mapping[str, Flow] = DEFAULT_FLOWS,
+        flows: Mapping[str, Flow] = FLOWS,
         clock: Callable[[], datetime] = utc_now,
         schema: str | None = None,
     ) -> None:

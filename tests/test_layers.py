@@ -147,6 +147,7 @@ def test_adapters_use_the_wizard_through_its_public_api() -> None:
         (
             "flows",
             (
+                "ruff",
                 "sqlalchemy",
                 "slack_sdk",
                 "slack_bolt",

@@ -33,6 +33,7 @@ from assistant import (
 )
 from bot.migrations import BOT_DATABASE
 from checks.script_check import check_script
+from checks.script_format import formatted_script
 from flows import (
     TRAIN_RL,
     Cancelled,
@@ -45,7 +46,6 @@ from flows import (
     Turn,
     advance,
     begin,
-    render_script,
 )
 from isolation.sandbox import Sandbox
 from storage import migrations
@@ -349,7 +349,7 @@ class Chat:
         answers = completed.answers
         path = script_path(self.out, str(answers["run_name"]))
         try:
-            script = render_script(answers, path.name)  # its docstring says to run that file
+            script = formatted_script(answers, path.name)  # its docstring says to run that file
         except RenderError as error:
             self.terminal.problem(f"The script cannot be generated: {error}")
             return EXIT_PROBLEMS

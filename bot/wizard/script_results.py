@@ -33,7 +33,8 @@ from bot.slack.records import script_digest
 from bot.slack.text import clip, escape
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import CheckReport, Problem, check_script
-from flows import TRAIN_RL, RenderError, hyperparameters, render_script
+from checks.script_format import formatted_script
+from flows import TRAIN_RL, RenderError, hyperparameters
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
 
@@ -187,7 +188,7 @@ class ScriptResults:
         thread loses its buttons); dry-run it after, the verdict updating the card."""
         answers = TRAIN_RL.active_answers(answers)
         try:
-            script = render_script(answers)
+            script = formatted_script(answers)
         except (RenderError, SyntaxError, ValueError) as error:
             self._say(
                 key,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from artbot.cli import SUBCOMMANDS, main
-from flows import render_script
+from checks.script_format import formatted_script
 from tests.flows.matrix import answers_for
 
 ANSWERS = answers_for("tools", "custom", "open_ended", "local", True)
@@ -39,7 +39,7 @@ def test_valid_answers_render_the_script_where_asked(
     assert status == 0
     assert capsys.readouterr().out == "wrote rl_train.py\n"
     script = (workdir / "rl_train.py").read_text()
-    assert script == render_script(ANSWERS, "rl_train.py")
+    assert script == formatted_script(ANSWERS, "rl_train.py")
     assert "Run it with `uv run rl_train.py`." in script
 
 
@@ -139,7 +139,7 @@ def test_a_file_artbot_did_not_write_is_only_replaced_with_force(
     assert "rl_train.py exists and was not written by artbot" in capsys.readouterr().err
     assert mine.read_text() == "# my own training script\n"
     assert main(["render", "--answers", "answers.json", "--out", "rl_train.py", "--force"]) == 0
-    assert mine.read_text() == render_script(ANSWERS, "rl_train.py")
+    assert mine.read_text() == formatted_script(ANSWERS, "rl_train.py")
 
 
 def test_rendering_again_after_a_change_keeps_the_previous_script(

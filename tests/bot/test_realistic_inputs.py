@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from flows import TRAIN_RL, render_script, replay
+from checks.script_format import formatted_script
+from flows import TRAIN_RL, replay
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.slack_api import FakeSlack
 from tests.flows.matrix import MATH_ROWS
@@ -128,7 +129,7 @@ def walked_through_slack(make_bot: BotFactory, fake: FakeSlack, name: str) -> No
     user.command()
     walk_the_wizard(user, answers)
     script = uploaded_script(fake, f"{answers['run_name']}.py")
-    assert script == render_script(replay(TRAIN_RL, answers).answers)
+    assert script == formatted_script(replay(TRAIN_RL, answers).answers)
     typed = json.dumps(answers, ensure_ascii=False)
     for entity in ("&amp;", "&lt;", "&gt;", "<https://"):  # only where the user typed them
         assert script.count(entity) == typed.count(entity), entity

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from checks.dryrun import dryrun_script
-from flows import render_script
+from checks.script_format import formatted_script
 from tests.flows.matrix import answers_for
 
 
@@ -42,7 +42,7 @@ def test_the_base_model_is_validated_at_step_0_once_and_not_again_on_resume(
     # done in the first run).
     answers = answers_for(pattern, reward, "open_ended", "local", True)
     script = tmp_path / "rl_train.py"
-    script.write_text(render_script(answers))
+    script.write_text(formatted_script(answers))
     workdir = tmp_path / "run"
 
     first = dryrun_script(script, workdir=workdir, max_steps=2)

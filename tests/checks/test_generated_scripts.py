@@ -10,7 +10,7 @@ import pytest
 
 from checks.dryrun import dryrun_script
 from checks.script_check import check_scripts
-from flows import render_script
+from checks.script_format import formatted_script
 from tests.flows.matrix import MATH_ROWS, TOOLS, answers_for, matrix, variant_id
 
 GENERATOR = (
@@ -104,7 +104,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths = {}
     for name, answers in variants.items():
         path = folder / f"{name.replace('-', '_')}.py"
-        path.write_text(render_script(answers))
+        path.write_text(formatted_script(answers))
         paths[name] = path
     return paths
 
@@ -175,7 +175,7 @@ def test_a_broken_reward_is_caught_by_the_dry_run(
         "single", "programmatic", "dataset", "local", False, reward_logic=reward_code
     )
     script = tmp_path / "rl_train.py"
-    script.write_text(render_script(answers))
+    script.write_text(formatted_script(answers))
     report = dryrun_script(script, workdir=tmp_path / "run")
     assert not report.ok
     assert report.first_error is not None and expected in report.first_error
@@ -185,7 +185,7 @@ def test_a_broken_reward_is_caught_by_the_dry_run(
 def test_the_dry_run_warns_when_checkpoints_are_ranked_by_a_metric_never_logged(
     tmp_path: Path,
 ) -> None:
-    script = render_script(answers_for("single", "programmatic", "dataset", "local", False))
+    script = formatted_script(answers_for("single", "programmatic", "dataset", "local", False))
     ranked_by_train = tmp_path / "ranked.py"
     ranked_by_train.write_text(script)
     by_default = tmp_path / "default.py"

@@ -10,7 +10,7 @@ import pytest
 
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import check_scripts
-from flows import render_script
+from checks.script_format import formatted_script
 from tests.flows.realistic_agents import (
     game_2048_free_text,
     invalid_moves_game,
@@ -26,7 +26,7 @@ from tests.flows.realistic_tasks import (
 
 def rendered_and_checked(answers: dict[str, Any], folder: Path) -> Path:
     script = folder / "rl_train.py"
-    script.write_text(render_script(answers))
+    script.write_text(formatted_script(answers))
     [report] = check_scripts([script])
     assert report.ok, report.format()
     return script

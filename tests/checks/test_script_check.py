@@ -20,7 +20,7 @@ from checks.script_check import (
     check_source,
     user_code_lines,
 )
-from flows import render_script
+from checks.script_format import formatted_script
 from tests.checks.test_generated_scripts import GENERATOR
 from tests.flows.matrix import TOOL_CODE, answers_for
 from tests.flows.realistic_agents import GAME_2048, GAME_2048_CALLS_UNDEFINED, game_2048
@@ -81,8 +81,8 @@ def test_style_is_a_note_in_the_users_code_and_never_an_error_but_an_undefined_n
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pasted, broken, ours = tmp_path / "pasted.py", tmp_path / "broken.py", tmp_path / "ours.py"
-    pasted.write_text(render_script(game_2048()))
-    broken.write_text(render_script(game_2048(environment=GAME_2048_CALLS_UNDEFINED)))
+    pasted.write_text(formatted_script(game_2048()))
+    broken.write_text(formatted_script(game_2048(environment=GAME_2048_CALLS_UNDEFINED)))
     # The same style in the script's own code, where no user code is (a hand-written script).
     register = "    await model.register(backend)\n"
     ours.write_text(variant(register, f"{register}    print(list(zip([1], [2])))\n"))
@@ -141,7 +141,7 @@ def test_the_users_code_is_found_under_its_markers_without_the_templates_lines()
         (tools, [TOOL_CODE, reward]),
         (generator, [GENERATOR]),
     ]:
-        script = render_script(answers)
+        script = formatted_script(answers)
         lines = script.split("\n")
         found = sorted(user_code_lines(script))
         assert text_lines("\n".join(lines[n - 1] for n in found)) == text_lines("\n".join(code))
@@ -150,7 +150,7 @@ def test_the_users_code_is_found_under_its_markers_without_the_templates_lines()
         assert pieces == len(code)
 
     # A reward expression: the function's body less its docstring.
-    expression = render_script(answers_for("single", "programmatic", "dataset", "local", False))
+    expression = formatted_script(answers_for("single", "programmatic", "dataset", "local", False))
     returned = line_of(expression, "    return float(")
     assert line_of(expression, '"""Your reward expression."""') == returned - 1
     closed = returned + expression.split("\n")[returned:].index("    )") + 1

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from checks.script_format import formatted_script
 from checks.script_metadata import ScriptDependencies, script_dependencies
-from flows import render_script
 from tests.checks.test_generated_scripts import extra_variants
 from tests.flows.matrix import answers_for, matrix, variant_id
 
@@ -33,7 +33,7 @@ def dependency_blocks(data_dir: Path) -> dict[ScriptDependencies, list[str]]:
     variants.update(extra_variants(data_dir))
     blocks: dict[ScriptDependencies, list[str]] = defaultdict(list)
     for name, answers in variants.items():
-        block = script_dependencies(render_script(answers))
+        block = script_dependencies(formatted_script(answers))
         assert block is not None, f"{name}: no `# /// script` block"
         blocks[block].append(name)
     return blocks

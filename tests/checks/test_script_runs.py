@@ -16,7 +16,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from openai.types.chat.chat_completion import Choice
 
-from flows.render import render_script
+from checks.script_format import formatted_script
 from tests.flows.matrix import answers_for
 from tests.flows.test_final_answer import load_script
 
@@ -36,7 +36,7 @@ RUN_AFTER_NEST_ASYNCIO = (
 
 def test_help_and_bad_flags_exit_cleanly_before_anything_starts(tmp_path: Path) -> None:
     script = tmp_path / "guess-001.py"
-    script.write_text(render_script(SERVERLESS_GAME, script.name))
+    script.write_text(formatted_script(SERVERLESS_GAME, script.name))
     runs = {
         flags: subprocess.Popen(
             [sys.executable, "-c", RUN_AFTER_NEST_ASYNCIO, str(script), *flags],
@@ -95,7 +95,7 @@ def test_an_invalid_action_ends_the_episode_or_is_told_to_the_agent(
 ) -> None:
     answers = dict(SERVERLESS_GAME, invalid_action=policy)
     answers.update(hyperparameters="customize", hyperparameter_values={"max_completion_tokens": 77})
-    script = load_script(render_script(answers), tmp_path, f"guess_{policy}")
+    script = load_script(formatted_script(answers), tmp_path, f"guess_{policy}")
     agent = ScriptedAgent(["left", "3", "seven", "7"])
     args = argparse.Namespace(max_turns=10, max_completion_tokens=77)
 

@@ -9,7 +9,8 @@ import pytest
 
 from checks.dryrun import dryrun_script
 from checks.script_check import check_scripts
-from flows import TRAIN_RL, render_script, replay
+from checks.script_format import formatted_script
+from flows import TRAIN_RL, replay
 from tests.flows.realistic import REALISTIC
 
 
@@ -19,7 +20,7 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     paths: dict[str, Path] = {}
     for name, answers in REALISTIC.items():
         path = folder / f"{name.replace('-', '_')}.py"
-        path.write_text(render_script(replay(TRAIN_RL, answers).answers))
+        path.write_text(formatted_script(replay(TRAIN_RL, answers).answers))
         paths[name] = path
     return paths
 

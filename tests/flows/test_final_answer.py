@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from flows import AnswersError, RenderError, render_script, replay
+from checks.script_format import formatted_script
+from flows import AnswersError, RenderError, replay
 from flows.train_rl import TRAIN_RL
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import MATH_ROWS, TOOLS, answers_for
@@ -78,7 +79,7 @@ def test_the_final_answer_tool_needs_no_code_and_no_url() -> None:
         },
     )
     del http["tool_code"]
-    assert "TOOL_URLS" in render_script(http)
+    assert "TOOL_URLS" in formatted_script(http)
     # Without a final-answer tool, every tool needs its function.
     with pytest.raises(AnswersError, match=r"tool_code: .* `return_final_answer`"):
         replay(TRAIN_RL, email_agent(final_answer_tool="none"))
@@ -93,7 +94,7 @@ def test_a_final_answer_tool_the_edited_tools_lost_is_not_silently_dropped() -> 
     session = replay(TRAIN_RL, email_agent())
     edited = {**session.answers, "tools": EMAIL_TOOLS[:2]}  # `edit tools`, without the third
     with pytest.raises(RenderError, match="'return_final_answer' is no longer one of the tools"):
-        render_script(edited)
+        formatted_script(edited)
 
 
 def test_a_button_press_picks_a_tool() -> None:
@@ -118,7 +119,7 @@ def load_script(source: str, tmp_path: Path, name: str) -> ModuleType:
 def test_several_arguments_reach_the_reward_as_a_json_object(tmp_path: Path) -> None:
     # ServerlessBackend: a LocalBackend script imports torch, which tests do not install.
     answers = email_agent(backend="serverless")
-    script = load_script(render_script(answers), tmp_path, "email_agent_script")
+    script = load_script(formatted_script(answers), tmp_path, "email_agent_script")
     arguments = json.dumps({"answer": "Hotel Adlon", "reference_message_ids": ["m2"]})
 
     answer, error = asyncio.run(script.read_final_answer(arguments))
@@ -165,7 +166,7 @@ def test_a_single_argument_is_the_answer_itself_and_a_defined_tool_checks_it(
         final_answer_tool="submit",
         tool_code=code,
     )
-    script = load_script(render_script(answers), tmp_path, "one_argument_script")
+    script = load_script(formatted_script(answers), tmp_path, "one_argument_script")
 
     assert asyncio.run(script.read_final_answer('{"total": 7}', {})) == ("7", "")
     assert asyncio.run(script.read_final_answer("{}", {})) == (

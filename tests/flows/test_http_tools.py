@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from flows import render_script
+from checks.script_format import formatted_script
 from flows.http_tools import tool_auth, tool_endpoints
 from flows.replay import AnswersError, replay
 from flows.steps import InvalidAnswer
@@ -80,7 +80,7 @@ def test_calls_reach_the_crm_with_their_method_path_query_body_auth_and_scenario
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     answers = replay(TRAIN_RL, support_agent(crm.url)).answers
-    script = load_script(render_script(answers), tmp_path, "support_http_tools")
+    script = load_script(formatted_script(answers), tmp_path, "support_http_tools")
     monkeypatch.setenv("CRM_API_KEY", "crm-test-key")
     broken_ticket = SUPPORT_SCENARIOS[0]
 
@@ -134,7 +134,7 @@ def test_a_failing_tool_is_printed_once_and_told_to_the_agent_every_time(
         },
     )
     script = load_script(
-        render_script(replay(TRAIN_RL, answers).answers), tmp_path, "support_broken"
+        formatted_script(replay(TRAIN_RL, answers).answers), tmp_path, "support_broken"
     )
     monkeypatch.setenv("CRM_API_KEY", "crm-test-key")
     for _ in range(3):
@@ -148,14 +148,14 @@ def test_the_script_stops_at_start_when_the_key_variable_is_missing(
     crm: ToolServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     script = load_script(
-        render_script(replay(TRAIN_RL, support_agent(crm.url)).answers), tmp_path, "support_env"
+        formatted_script(replay(TRAIN_RL, support_agent(crm.url)).answers), tmp_path, "support_env"
     )
     monkeypatch.delenv("CRM_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "placeholder")
     monkeypatch.setenv("WANDB_API_KEY", "placeholder")
     with pytest.raises(SystemExit, match="CRM_API_KEY: the tools' Authorization header needs it"):
         script.check_environment(script.parse_args([]))
-    assert "crm-test-key" not in render_script(replay(TRAIN_RL, support_agent(crm.url)).answers)
+    assert "crm-test-key" not in formatted_script(replay(TRAIN_RL, support_agent(crm.url)).answers)
 
 
 def test_endpoints_are_read_with_their_methods_and_checked_against_the_tools() -> None:

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from checks.script_format import formatted_script
 from flows.literals import PyLiteral, finalize, py_literal
-from flows.render import RenderError, render_script, script_context
+from flows.render import RenderError, script_context
 from tests.flows.matrix import answers_for
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -109,9 +110,9 @@ def test_hostile_answers_become_equal_constants_and_add_no_statement(
     benign_name = field_name if field_name in original else "zz_benign"
     benign = answers_with("a benign task", "benign", "benign end", benign_name, "benign value")
 
-    script = render_script(answers)
+    script = formatted_script(answers)
 
-    assert statements_shape(script) == statements_shape(render_script(benign))
+    assert statements_shape(script) == statements_shape(formatted_script(benign))
     assert constant_assigned(script, "TASK") == task
     assert constant_assigned(script, "SYSTEM_PROMPT") == system_prompt
     assert constant_assigned(script, "SCENARIOS") == rows
@@ -132,7 +133,7 @@ def test_hostile_paths_and_urls_stay_strings(path: str) -> None:
         tool_urls={"add": "https://tools.example/add?q=" + path},
     )
     del answers["tool_code"]
-    script = render_script(answers)
+    script = formatted_script(answers)
     ast.parse(script)
     assert constant_assigned(script, "SCENARIOS_PATH") == path + ".jsonl"
     assert constant_assigned(script, "VAL_SOURCE") == path
@@ -178,7 +179,7 @@ def _function(script: str, name: str) -> ast.FunctionDef:
 
 def test_user_code_is_inserted_only_where_code_belongs_and_only_when_it_parses() -> None:
     answers = answers_for("game", "programmatic", "open_ended", "local", False)
-    script = render_script(answers)
+    script = formatted_script(answers)
     # The environment is the body of a function of its own, statement for statement, followed by
     # the return of its entry points.
     placed = _function(script, "user_environment")
@@ -189,7 +190,7 @@ def test_user_code_is_inserted_only_where_code_belongs_and_only_when_it_parses()
     )
     answers["environment"] = "def create_game(s):\n  return (\n"
     with pytest.raises(SyntaxError):
-        render_script(answers)
+        formatted_script(answers)
 
 
 def test_reward_code_with_the_script_s_own_names_keeps_them_to_itself() -> None:
@@ -201,7 +202,7 @@ def test_reward_code_with_the_script_s_own_names_keeps_them_to_itself() -> None:
             "def compute_reward(scenario, answer, trajectory):\n    return rollout() + len(TASK)\n"
         ),
     }
-    script = render_script(answers)
+    script = formatted_script(answers)
     module = ast.parse(script)
     top_level = [
         node.name
@@ -224,7 +225,7 @@ def test_stale_answers_from_an_abandoned_branch_are_ignored() -> None:
     answers = answers_for("single", "ruler", "dataset", "local", True)
     answers["tools"] = [{"type": "function", "function": {"name": "x", "description": "y"}}]
     answers["judge_model"] = "openai/o3"
-    assert "TOOLS" not in render_script(answers)
+    assert "TOOLS" not in formatted_script(answers)
 
 
 GOLDEN_CASES = {
@@ -238,7 +239,7 @@ GOLDEN_CASES = {
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
 def test_representative_scripts_match_their_golden_files(name: str) -> None:
-    script = render_script(GOLDEN_CASES[name])
+    script = formatted_script(GOLDEN_CASES[name])
     golden = GOLDEN / f"{name}.py"
     if os.environ.get("ARTBOT_UPDATE_GOLDEN") == "1":
         golden.write_text(script)

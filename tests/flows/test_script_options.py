@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from flows.render import render_script
+from checks.script_format import formatted_script
 from tests.flows.matrix import answers_for
 from tests.flows.test_render import HOSTILE, constant_assigned, statements_shape
 
@@ -35,7 +35,7 @@ def test_every_chat_completion_of_the_agent_is_capped_by_the_completion_token_li
     answers.update(
         hyperparameters="customize", hyperparameter_values={"max_completion_tokens": 3000}
     )
-    script = render_script(answers)
+    script = formatted_script(answers)
     assert constant_assigned(script, "MAX_COMPLETION_TOKENS") == 3000
     calls = _calls_to(script, "chat.completions.create")
     assert calls
@@ -50,7 +50,7 @@ def test_every_chat_completion_of_the_agent_is_capped_by_the_completion_token_li
     assert {k.arg: ast.unparse(k.value) for k in flag.keywords}[
         "default"
     ] == "MAX_COMPLETION_TOKENS"
-    defaults = render_script(answers_for(pattern, "programmatic", "dataset", "local", False))
+    defaults = formatted_script(answers_for(pattern, "programmatic", "dataset", "local", False))
     assert constant_assigned(defaults, "MAX_COMPLETION_TOKENS") == 1024
 
 
@@ -62,12 +62,12 @@ def _docstring(script: str) -> str:
 
 def test_the_docstring_tells_to_run_the_file_the_script_is_saved_as() -> None:
     answers = answers_for("single", "ruler", "dataset", "local", False, run_name="math-solver-001")
-    assert "Run it with `uv run math-solver-001.py`." in _docstring(render_script(answers))
-    assert "Run it with `uv run train.py`." in _docstring(render_script(answers, "train.py"))
+    assert "Run it with `uv run math-solver-001.py`." in _docstring(formatted_script(answers))
+    assert "Run it with `uv run train.py`." in _docstring(formatted_script(answers, "train.py"))
     # A file name that could not sit in a docstring is not written into it.
-    odd = _docstring(render_script(answers, 'it\'s """ mine.py'))
+    odd = _docstring(formatted_script(answers, 'it\'s """ mine.py'))
     assert "Run it with `uv run` and this file's name." in odd and "mine" not in odd
-    assert "rl_train.py" not in _docstring(render_script(answers))
+    assert "rl_train.py" not in _docstring(formatted_script(answers))
 
 
 def _names(script: str) -> set[str]:
@@ -79,12 +79,12 @@ def _names(script: str) -> set[str]:
 
 
 def test_what_the_script_defines_it_uses() -> None:
-    inline = render_script(answers_for("game", "programmatic", "dataset", "local", True))
+    inline = formatted_script(answers_for("game", "programmatic", "dataset", "local", True))
     assert "load_jsonl" not in inline and "EPISODE_END" not in inline
     from_files = answers_for("game", "ruler", "dataset", "local", True)
     from_files.update(scenario_source="runner_file", scenarios_path="/data/guess.jsonl")
     del from_files["scenario_rows"]
-    script = render_script(from_files)
+    script = formatted_script(from_files)
     assert {"load_jsonl", "EPISODE_END"} <= _names(script)
     assert "pool = load_jsonl(SCENARIOS_PATH)" in script
     assert 'RULER_RUBRIC += "\\n- The episode ends: " + EPISODE_END' in script
@@ -92,7 +92,7 @@ def test_what_the_script_defines_it_uses() -> None:
 
 def _usage(backend: str, inference_api_key: str) -> str:
     """What the script's print_usage prints for a model served with this key."""
-    script = render_script(answers_for("single", "ruler", "dataset", backend, False))
+    script = formatted_script(answers_for("single", "ruler", "dataset", backend, False))
     function = next(
         node
         for node in ast.parse(script).body
@@ -131,12 +131,12 @@ def test_the_usage_block_names_the_key_to_pass_and_never_a_secret() -> None:
 
 
 def test_a_custom_rubric_replaces_arts_default_and_still_tells_the_task() -> None:
-    default = render_script(answers_for("tools", "ruler", "dataset", "local", False))
+    default = formatted_script(answers_for("tools", "ruler", "dataset", "local", False))
     assert "from art.rewards.ruler import DEFAULT_RUBRIC" in default
     assert 'RULER_RUBRIC = DEFAULT_RUBRIC + "\\n- The agent\'s task: " + TASK' in default
     rubric = "- Correct sums score 1.\n- Fewer tool calls score higher."
     answers = answers_for("tools", "ruler", "dataset", "local", False, ruler_rubric=rubric)
-    script = render_script(answers)
+    script = formatted_script(answers)
     assert constant_assigned(script, "YOUR_RUBRIC") == rubric
     assert 'RULER_RUBRIC = YOUR_RUBRIC + "\\n- The agent\'s task: " + TASK' in script
     assert "import DEFAULT_RUBRIC" not in script and "DEFAULT_RUBRIC +" not in script
@@ -147,6 +147,6 @@ def test_a_custom_rubric_replaces_arts_default_and_still_tells_the_task() -> Non
 def test_a_hostile_rubric_is_an_equal_constant_and_adds_no_statement(rubric: str) -> None:
     benign = answers_for("game", "custom", "dataset", "local", True, ruler_rubric="be fair to all")
     hostile = answers_for("game", "custom", "dataset", "local", True, ruler_rubric=rubric)
-    script = render_script(hostile)
+    script = formatted_script(hostile)
     assert constant_assigned(script, "YOUR_RUBRIC") == rubric
-    assert statements_shape(script) == statements_shape(render_script(benign))
+    assert statements_shape(script) == statements_shape(formatted_script(benign))

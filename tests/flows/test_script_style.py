@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from ruff import find_ruff_bin
 
-from flows import render_script
-from flows.script_format import ScriptFormatError, ruff_formatted
+from checks.script_format import ScriptFormatError, formatted_script, ruff_formatted
 from tests.checks.test_generated_scripts import extra_variants
 from tests.flows.matrix import answers_for, matrix, variant_id
 
@@ -28,7 +27,7 @@ def scripts(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     paths = []
     for name, answers in variants.items():
         path = folder / f"{name.replace('-', '_')}.py"
-        path.write_text(render_script(answers))
+        path.write_text(formatted_script(answers))
         paths.append(path)
     return paths
 
@@ -80,9 +79,9 @@ def test_no_variant_has_an_unused_noqa_parameter_or_import(scripts: list[Path]) 
 
 
 def test_environment_checks_exist_only_where_something_is_required(scripts: list[Path]) -> None:
-    plain = render_script(answers_for("single", "programmatic", "dataset", "local", False))
+    plain = formatted_script(answers_for("single", "programmatic", "dataset", "local", False))
     assert "def check_environment" not in plain and "required" not in plain
-    serverless = render_script(
+    serverless = formatted_script(
         answers_for("single", "programmatic", "dataset", "serverless", False)
     )
     assert "def check_environment() -> None:" in serverless

@@ -11,7 +11,7 @@ from pathlib import Path
 import art
 import pytest
 
-from flows import render_script
+from checks.script_format import formatted_script
 from flows.replay import replay
 from flows.simulated_user import simulated_user
 from flows.steps import InvalidAnswer
@@ -29,7 +29,7 @@ def test_the_customer_answers_the_agent_and_ends_the_conversation_when_done(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     answers = replay(TRAIN_RL, support_agent_with_a_customer("https://crm.internal")).answers
-    script = load_script(render_script(answers), tmp_path, "support_customer")
+    script = load_script(formatted_script(answers), tmp_path, "support_customer")
     ticket = SUPPORT_SCENARIOS[0]
     conversation = art.Trajectory(
         messages_and_choices=[
@@ -73,7 +73,7 @@ def test_its_key_is_required_at_start_and_its_model_is_a_flag(
             "https://crm.internal", simulated_user_model="anthropic/claude-sonnet-4-5"
         ),
     ).answers
-    script = load_script(render_script(answers), tmp_path, "support_customer_key")
+    script = load_script(formatted_script(answers), tmp_path, "support_customer_key")
     for name in ("CRM_API_KEY", "OPENAI_API_KEY", "WANDB_API_KEY"):
         monkeypatch.setenv(name, "placeholder")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -82,7 +82,7 @@ def test_its_key_is_required_at_start_and_its_model_is_a_flag(
 
 
 def test_without_a_simulated_user_the_script_has_none_of_it() -> None:
-    script = render_script(replay(TRAIN_RL, support_agent("https://crm.internal")).answers)
+    script = formatted_script(replay(TRAIN_RL, support_agent("https://crm.internal")).answers)
     assert "SIMULATED_USER" not in script and "simulated_user_reply" not in script
     assert "import litellm" not in script and "--simulated-user-model" not in script
 

@@ -11,16 +11,8 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 
-from flows import (
-    TRAIN_RL,
-    AnswersError,
-    Problem,
-    RenderError,
-    Reply,
-    advance,
-    render_script,
-    replay,
-)
+from checks.script_format import formatted_script
+from flows import TRAIN_RL, AnswersError, Problem, RenderError, Reply, advance, replay
 from flows.literals import toml_string
 from flows.questions import question
 from flows.session import Session
@@ -31,7 +23,7 @@ from tests.flows.realistic import GUESSING_GAME, REALISTIC, TIC_TAC_TOE, YAML_RE
 
 
 def rendered(name: str, **changes: Any) -> str:
-    return render_script(replay(TRAIN_RL, {**REALISTIC[name], **changes}).answers)
+    return formatted_script(replay(TRAIN_RL, {**REALISTIC[name], **changes}).answers)
 
 
 def dependencies(script: str) -> list[str]:
@@ -205,7 +197,7 @@ def test_a_generator_without_rng_seeds_the_random_module() -> None:
     for key in ("scenario_rows", "train_split", "val_split", "val_fraction", "val_every"):
         answers.pop(key)
     answers.pop("val_max_groups")
-    script = render_script(replay(TRAIN_RL, answers).answers)
+    script = formatted_script(replay(TRAIN_RL, answers).answers)
     assert "random.seed(seed)" in script and "check_scenario(generate_scenario()," in script
 
 
@@ -322,7 +314,7 @@ def test_code_edited_after_the_packages_were_named_is_caught_at_render() -> None
         "code": "import toml\nimport yaml\n\n\n" + YAML_REWARD.split("import yaml\n", 1)[1],
     }
     with pytest.raises(RenderError, match=r"now imports toml, yaml.*edit extra packages"):
-        render_script(answers)
+        formatted_script(answers)
 
 
 ACCEPTED = [

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from flows import render_script
+from checks.script_format import formatted_script
 from flows.agent_prompt import (
     answer_shown_caution,
     generated_fields,
@@ -53,7 +53,7 @@ def test_an_art_e_agent_is_shown_the_question_and_never_the_answer(tmp_path: Pat
     session = replay(TRAIN_RL, without(art_e(), "agent_prompt"))
     assert session.answers["agent_prompt"] == {"fields": ["question"]}
 
-    script = load_script(render_script(session.answers), tmp_path, "art_e_sees")
+    script = load_script(formatted_script(session.answers), tmp_path, "art_e_sees")
 
     for scenario in ART_E_SCENARIOS:
         system, user = script.first_messages(scenario)
@@ -66,7 +66,7 @@ def test_an_art_e_agent_is_shown_the_question_and_never_the_answer(tmp_path: Pat
 
 
 def test_a_row_without_its_shown_field_is_refused_when_the_script_loads_it(tmp_path: Path) -> None:
-    script = load_script(render_script(art_e()), tmp_path, "art_e_checks")
+    script = load_script(formatted_script(art_e()), tmp_path, "art_e_checks")
     assert script.check_scenario(ART_E_SCENARIOS[0], "line 1") is ART_E_SCENARIOS[0]
     with pytest.raises(ValueError, match="line 3: the scenario has no 'question'"):
         script.check_scenario({"id": 3, "answer": "Priya"}, "line 3")
@@ -75,7 +75,7 @@ def test_a_row_without_its_shown_field_is_refused_when_the_script_loads_it(tmp_p
 def test_tools_that_take_the_scenario_search_that_episodes_inbox_up_to_its_date(
     tmp_path: Path,
 ) -> None:
-    script = load_script(render_script(art_e()), tmp_path, "art_e_tools")
+    script = load_script(formatted_script(art_e()), tmp_path, "art_e_tools")
     dana_in_august, dana_in_september, lee = (ART_E_SCENARIOS[i] for i in (0, 1, 2))
     search = json.dumps({"keywords": ["berlin"]})
 
@@ -162,7 +162,7 @@ def test_a_render_prompt_function_writes_the_first_message(tmp_path: Path) -> No
         " + scenario['question']\n"
     )
     answers = art_e(agent_prompt=parse_agent_prompt(code, art_e()))
-    script = load_script(render_script(answers), tmp_path, "art_e_render_prompt")
+    script = load_script(formatted_script(answers), tmp_path, "art_e_render_prompt")
     _, user = script.first_messages(ART_E_SCENARIOS[2])
     assert user["content"] == (
         "Inbox of lee@example.com on 2024-07-15: What is the new budget for the Atlas project?"
@@ -170,14 +170,14 @@ def test_a_render_prompt_function_writes_the_first_message(tmp_path: Path) -> No
 
     returns_a_dict = "def render_prompt(scenario):\n    return dict(scenario)\n"
     answers = art_e(agent_prompt=parse_agent_prompt(returns_a_dict, art_e()))
-    script = load_script(render_script(answers), tmp_path, "art_e_render_dict")
+    script = load_script(formatted_script(answers), tmp_path, "art_e_render_dict")
     with pytest.raises(TypeError, match="render_prompt returned a dict"):
         script.first_messages(ART_E_SCENARIOS[0])
 
 
 def test_several_fields_are_shown_one_per_paragraph_with_their_names(tmp_path: Path) -> None:
     answers = art_e(agent_prompt={"fields": ["question", "query_date"]})
-    script = load_script(render_script(answers), tmp_path, "art_e_two_fields")
+    script = load_script(formatted_script(answers), tmp_path, "art_e_two_fields")
     _, user = script.first_messages(ART_E_SCENARIOS[0])
     assert user["content"] == "question: When is the Q3 planning offsite?\n\nquery_date: 2024-08-01"
 
@@ -225,7 +225,7 @@ def test_no_realistic_agent_is_shown_a_field_its_reward_reads(name: str, tmp_pat
     answers = replay(TRAIN_RL, {**AGENTS_SHOWN_A_SCENARIO[name], "backend": "serverless"}).answers
     shown, read = shown_fields(answers), reward_fields(answers)
     assert shown and not shown & read, (shown, read)
-    script = load_script(render_script(answers), tmp_path, f"sees_{name.replace('-', '_')}")
+    script = load_script(formatted_script(answers), tmp_path, f"sees_{name.replace('-', '_')}")
     for scenario in answers["scenario_rows"]:
         _, user = script.first_messages(scenario)
         [field] = answers["agent_prompt"]["fields"]
@@ -248,7 +248,7 @@ def test_a_spymaster_shown_the_board_its_reward_reads_is_cautioned_and_shown_bot
     answers = replay(TRAIN_RL, codenames()).answers
     assert shown_fields(answers) & reward_fields(answers) == {"board", "team"}
     assert answer_shown_caution(answers) is not None  # said, and the user chose it on purpose
-    script = load_script(render_script(answers), tmp_path, "codenames_sees")
+    script = load_script(formatted_script(answers), tmp_path, "codenames_sees")
     scenario = script.generate_scenarios(1, 0)[0]
     _, user = script.first_messages(scenario)
     assert user["content"] == f"board: {scenario['board']}\n\nteam: {scenario['team']}"

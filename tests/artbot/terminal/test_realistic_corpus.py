@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from artbot.terminal.markup import terminal_text
+from checks.script_format import formatted_script
 from flows import (
     TRAIN_RL,
     Choice,
@@ -33,7 +34,6 @@ from flows import (
     ValuesMenu,
     advance,
     begin,
-    render_script,
     replay,
 )
 from tests.artbot.terminal.test_chat import chat, questions
@@ -200,4 +200,4 @@ def test_a_realistic_wizard_typed_at_a_terminal_writes_the_script_of_its_answers
     assert "Problem:" not in result.stdout, result.stdout
     assert result.returncode == 0, result.stdout + result.stderr
     script = tmp_path / "work" / f"{answers['run_name']}.py"
-    assert script.read_text() == render_script(replay(TRAIN_RL, answers).answers)
+    assert script.read_text() == formatted_script(replay(TRAIN_RL, answers).answers)

@@ -22,7 +22,7 @@ from checks.dryrun.output_tail import readable_lines
 from checks.dryrun.policy_server import PolicyServer
 from checks.dryrun.report import DryrunReport, build_report
 from checks.dryrun.run_record import Finding, Recorder, RunRecord, TrainedStep
-from flows import render_script
+from checks.script_format import formatted_script
 from tests.flows.matrix import answers_for
 
 SCRIPT = Path("rl_train.py")
@@ -304,7 +304,7 @@ def test_the_child_environment_never_carries_real_secrets(tmp_path: Path) -> Non
 
 def test_every_judge_key_a_script_asks_for_is_given_a_placeholder(tmp_path: Path) -> None:
     answers = answers_for("single", "ruler", "dataset", "local", False, ruler_rubric="")
-    script = ast.parse(render_script(answers))
+    script = ast.parse(formatted_script(answers))
     [table] = [
         node.value
         for node in script.body

@@ -20,8 +20,8 @@ from checks.dryrun.script_env import (
     is_light,
     script_environment,
 )
+from checks.script_format import formatted_script
 from checks.script_metadata import ScriptDependencies
-from flows import render_script
 from tests.flows.matrix import answers_for
 
 WANDB_LINE = '#     "wandb==0.25.0",'
@@ -106,7 +106,7 @@ def test_the_command_takes_the_environment_before_the_script() -> None:
 @pytest.mark.slow
 @pytest.mark.registry
 def test_a_serverless_script_whose_block_forgets_wandb_fails_the_dry_run(tmp_path: Path) -> None:
-    script = render_script(answers_for("single", "programmatic", "dataset", "serverless", False))
+    script = formatted_script(answers_for("single", "programmatic", "dataset", "serverless", False))
     assert WANDB_LINE in script
     forgetful = tmp_path / "rl_train.py"
     forgetful.write_text(
