@@ -49,7 +49,7 @@ def question(flow: Flow, session: Session, step: AnyStep) -> Question:
         fields = step.active_fields(session.answers)
         options = (
             *(
-                OptionView(f.id, f"{f.label}: {values[f.id]}", f.hint, i, False)
+                OptionView(f.id, f"{f.label}: {f.shown(values[f.id])}", f.hint, i, False)
                 for i, f in enumerate(fields, 1)
             ),
             OptionView(DONE, "Done", "Use these values", len(fields) + 1, False),
@@ -107,7 +107,7 @@ def value_question(flow: Flow, step: ValuesMenu, session: Session, field_id: str
     """Ask for the new value of one field of a menu."""
     menu_field = next(f for f in step.fields if f.id == field_id)
     current = menu_values(step, session).get(field_id, menu_field.default)
-    hint = f"Currently {current}. {menu_field.hint}".strip()
+    hint = f"Currently {menu_field.shown(current)}. {menu_field.hint}".strip()
     return Question(
         step.id,
         f"New value for {menu_field.label}?",
@@ -187,7 +187,7 @@ def explanation(step: AnyStep, session: Session) -> str:
     elif isinstance(step, ValuesMenu):
         fields = step.active_fields(session.answers)
         values = menu_values(step, session)
-        parts += [f"{i}. {f.label}: {values[f.id]}" for i, f in enumerate(fields, 1)]
+        parts += [f"{i}. {f.label}: {f.shown(values[f.id])}" for i, f in enumerate(fields, 1)]
         parts.append(f"{len(fields) + 1}. Done - Use these values")
         parts.append(
             f"Reply with a value's number, then its new value, for example `1`, then "
@@ -225,7 +225,7 @@ def _value_explanation(step: ValuesMenu, session: Session, field_id: str) -> str
     return "\n".join(
         (
             f"*What “{menu_field.label}” needs:* {menu_field.hint or 'a new value'}",
-            f"It is {current} now. For example: `{menu_field.default}`.",
+            f"It is {menu_field.shown(current)} now. For example: `{menu_field.default}`.",
             "Or say `back` to change an earlier answer, or `help`.",
         )
     )

@@ -123,6 +123,19 @@ class MenuField:
     default: Any
     when: Condition | None = None
     hint: str = ""
+    default_from: Callable[[Answers], Any] | None = None
+    """A default drawn from the answers (with the menu's draft as its answer), in place of
+    `default`: e.g. epochs computed from a dataset's row count."""
+
+    display: Callable[[Any], str] | None = None
+    """How a value is shown (e.g. None as 'from the row count'); defaults to str()."""
+
+    def shown(self, value: Any) -> str:
+        return self.display(value) if self.display is not None else str(value)
+
+    def default_for(self, answers: Answers) -> Any:
+        """The default with these answers."""
+        return self.default if self.default_from is None else self.default_from(answers)
 
 
 @dataclass(frozen=True)
@@ -138,7 +151,10 @@ class ValuesMenu(Step):
     def values(self, answers: Answers) -> dict[str, Any]:
         """The defaults of the active fields, overlaid with what the user changed."""
         changed = answers.get(self.id) or {}
-        return {f.id: changed.get(f.id, f.default) for f in self.active_fields(answers)}
+        return {
+            f.id: changed[f.id] if f.id in changed else f.default_for(answers)
+            for f in self.active_fields(answers)
+        }
 
 
 AnyStep = Choice | Text | ValuesMenu
