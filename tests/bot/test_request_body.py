@@ -1,6 +1,6 @@
-"""Every request body is capped before it is read (`bot.request_body`): a declared length over the
-cap is refused unread, a chunked body is cut off at the cap, in one process and through the
-router, on Slack's path and the install pages alike.
+"""Every request body is capped before it is read (`bot.slack.request_body`): a declared length
+over the cap is refused unread, a chunked body is cut off at the cap, in one process and through
+the router, on Slack's path and the install pages alike.
 
 An attacker's view: real `artbot serve` processes on loopback, 300 MB bodies streamed from a
 generator (never built in memory), and the serving processes' peak memory read from /proc."""

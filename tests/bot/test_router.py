@@ -1,5 +1,6 @@
-"""`artbot serve --workers N`'s router (`bot.router`): real uvicorn workers on Unix sockets, the
-router itself under uvicorn on loopback, real HTTP requests; nothing of the router mocked."""
+"""`artbot serve --workers N`'s router (`bot.process.router`): real uvicorn workers on Unix
+sockets, the router itself under uvicorn on loopback, real HTTP requests; nothing of the router
+mocked."""
 
 from __future__ import annotations
 

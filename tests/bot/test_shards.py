@@ -1,6 +1,6 @@
 """Several bot processes (`artbot serve --workers N`) split the channels between them: each
 channel's conversations belong to one worker, which alone delivers their Slack effects, takes
-over its own dead claims at start and expires its own sessions (`bot.shards`)."""
+over its own dead claims at start and expires its own sessions (`bot.process.shards`)."""
 
 from __future__ import annotations
 
