@@ -1,19 +1,32 @@
-"""The bot's settings, from the environment. Missing or invalid ones stop startup, saying why."""
+"""The bot's settings, from the environment. Missing or invalid ones stop startup, saying why.
+
+`artbot serve` reads one tree, `ServeSettings`: the bot's own (`BotSettings`, the token keys
+among them) and the assistant's (`ARTBOT_LLM_*`, None when no model is set), with every problem
+of both in one message."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from assistant import AssistantSettings, load_assistant_settings
 from bot.workspaces.token_keys import TokenKeySettings
 from config.from_environment import SettingsError, load_from_environment
 
 MAX_WORKERS = 16
 
-__all__ = ["BotSettings", "SettingsError", "load_settings"]
+__all__ = [
+    "BotSettings",
+    "ServeSettings",
+    "SettingsError",
+    "load_serve_settings",
+    "load_settings",
+]
 
 
 class BotSettings(TokenKeySettings):
@@ -253,3 +266,31 @@ def _comma_separated(text: str) -> frozenset[str]:
 def load_settings(env: Mapping[str, str] | None = None) -> BotSettings:
     """Settings from `env` (default: the process environment); SettingsError lists what is wrong."""
     return load_from_environment(BotSettings, env, prefix="", program="artbot")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Everything `artbot serve` reads from the environment."""
+
+    bot: BotSettings
+    assistant: AssistantSettings | None
+    """None: no ARTBOT_LLM_MODEL, no assistant (the plain wizard)."""
+
+
+def load_serve_settings(env: Mapping[str, str] | None = None) -> ServeSettings:
+    """`artbot serve`'s settings from `env` (default: the process environment); SettingsError
+    lists every problem of the bot's and the assistant's settings together."""
+    problems: list[str] = []
+    bot: BotSettings | None = None
+    assistant: AssistantSettings | None = None
+    try:
+        bot = load_settings(env)
+    except SettingsError as error:
+        problems.append(str(error))
+    try:
+        assistant = load_assistant_settings(os.environ if env is None else env)
+    except SettingsError as error:
+        problems.append(f"Cannot start artbot: the assistant's settings: {error}")
+    if bot is None or problems:
+        raise SettingsError("\n".join(problems))
+    return ServeSettings(bot=bot, assistant=assistant)

@@ -26,7 +26,7 @@ from slack_bolt.error import BoltError
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import SQLAlchemyError
 
-from assistant import assistant_from_environment
+from assistant import assistant_for
 from bot.app import ArtbotApp, create_app
 from bot.process.hardening import seal_secrets, users_code_sandbox
 from bot.process.health import HealthCheck
@@ -36,7 +36,7 @@ from bot.process.shards import ALONE, Shard
 from bot.process.workers import WorkerFailed, WorkerProcesses
 from bot.runs.approval import ApprovalPolicy
 from bot.services import Services, build_services, start_outbox
-from bot.settings import MAX_WORKERS, BotSettings, SettingsError, load_settings
+from bot.settings import MAX_WORKERS, BotSettings, SettingsError, load_serve_settings
 from bot.slack.asgi import EVENTS_PATH, BotWeb
 from bot.workspaces.token_keys import TokenKeyError
 from runner.uvicorn_server import GracefulServer
@@ -184,11 +184,12 @@ def run_serve_command(args: argparse.Namespace) -> int:
     configure_logging()
     seal_secrets(os.environ)
     try:
-        settings = load_settings()
+        serve_settings = load_serve_settings()
         shard = Shard.parse(args.shard) if args.shard else ALONE
     except (SettingsError, ValueError) as error:
         print(error, file=sys.stderr)
         return 2
+    settings = serve_settings.bot
     workers = args.workers if args.workers is not None else settings.artbot_workers
     if not 1 <= workers <= MAX_WORKERS:
         print(f"Cannot start artbot: --workers must be 1 to {MAX_WORKERS}.", file=sys.stderr)
@@ -198,11 +199,11 @@ def run_serve_command(args: argparse.Namespace) -> int:
     if args.shard is None and workers != 1:
         return _serve_through_workers(args, settings, workers)
     sandbox = users_code_sandbox(allow_unconfined=settings.artbot_allow_unsandboxed_code)
-    try:
-        assistant = assistant_from_environment(os.environ, sandbox)  # None: no ARTBOT_LLM_MODEL
-    except SettingsError as error:
-        print(f"Cannot start artbot: the assistant's settings: {error}", file=sys.stderr)
-        return 2
+    assistant = (  # None: no ARTBOT_LLM_MODEL
+        assistant_for(serve_settings.assistant, sandbox)
+        if serve_settings.assistant is not None
+        else None
+    )
     try:
         services = build_services(settings, assistant=assistant, shard=shard, sandbox=sandbox)
     except (migrations.MigrationRefused, TokenKeyError) as error:

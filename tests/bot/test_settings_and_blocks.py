@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from bot.settings import SettingsError, load_settings
+from bot.settings import SettingsError, load_serve_settings, load_settings
 from bot.slack.blocks import (
     BUTTON_TEXT_LIMIT,
     SECTION_LIMIT,
@@ -61,6 +61,32 @@ def test_good_settings_keep_secrets_out_of_their_repr() -> None:
     assert settings.slack_api_url == "http://127.0.0.1:9/api/"
     assert settings.socket_mode
     assert "s3cret" not in repr(settings) and "xoxb-1-2" not in repr(settings)
+
+
+def test_serve_settings_are_one_tree_whose_error_names_every_problem_of_both() -> None:
+    with pytest.raises(SettingsError) as error:
+        load_serve_settings(
+            {
+                "SLACK_BOT_TOKEN": "xoxb-1",
+                "ARTBOT_LLM_MODEL": "gpt-test",
+                "ARTBOT_LLM_TIMEOUT_S": "0",
+            }
+        )
+    said = str(error.value)
+    assert "set SLACK_SIGNING_SECRET (HTTP mode) or SLACK_APP_TOKEN (Socket Mode)" in said
+    assert "Cannot start artbot: the assistant's settings:" in said
+    assert "ARTBOT_LLM_TIMEOUT_S" in said
+
+
+def test_serve_settings_hold_the_assistants_when_a_model_is_set_and_none_otherwise() -> None:
+    assert load_serve_settings(GOOD).assistant is None
+    tree = load_serve_settings(
+        {**GOOD, "ARTBOT_LLM_MODEL": "gpt-test", "OPENAI_API_KEY": "sk-test-key"}
+    )
+    assert tree.bot.slack_signing_secret is not None
+    assert tree.assistant is not None and tree.assistant.model == "gpt-test"
+    assert tree.assistant.key() == "sk-test-key"
+    assert "sk-test-key" not in repr(tree)
 
 
 def test_artbot_serve_refuses_to_start_without_settings() -> None:
