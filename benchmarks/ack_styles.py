@@ -46,7 +46,7 @@ from tests.fakes.workspace import BOT_TOKEN, SIGNING_SECRET  # noqa: E402
 LOOPBACK = "127.0.0.1"
 STYLES = ("sync", "lazy", "async")
 PROTOTYPE_WORKERS = 8
-"""The sync and lazy styles' threads, as the README's table of this prototype was measured."""
+"""The sync and lazy styles' threads, as docs/benchmarks.md's table of this prototype measured."""
 
 
 def burn(seconds: float) -> None:

@@ -11,7 +11,7 @@ acks queued behind slow work: the collapse issue 9 saw at 200 users.)
 
 Sync Bolt, on purpose: the work behind a reply is blocking anyway (SQL, rendering, ruff and
 pyright subprocesses, the dry run); the async app would need every one of them in a thread.
-See the README's "Serving" section for the two measured side by side.
+docs/benchmarks.md (Acking styles) has the two measured side by side.
 """
 
 from __future__ import annotations

@@ -226,7 +226,7 @@ def _log_token_keys(cipher: TokenCipher, tokens: int) -> None:
         log.warning(
             "generated the key for the Slack tokens at rest: %s (mode 0600). Back it up: without "
             "it the stored tokens cannot be read and every workspace must install the app again. "
-            "Or set ARTBOT_TOKEN_KEYS (README: Tokens at rest)",
+            "Or set ARTBOT_TOKEN_KEYS (docs/slack.md: Tokens at rest)",
             cipher.source,
         )
     else:

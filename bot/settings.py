@@ -63,7 +63,12 @@ class BotSettings(TokenKeySettings):
     artbot_session_idle_hours: float = Field(
         default=72.0, gt=0, description="idle sessions expire after this"
     )
-    artbot_max_upload_bytes: int = Field(default=1_000_000, gt=0, le=20_000_000)
+    artbot_max_upload_bytes: int = Field(
+        default=1_000_000,
+        gt=0,
+        le=20_000_000,
+        description="the largest file the bot downloads from a thread",
+    )
     artbot_dryrun: bool = Field(
         default=True, description="dry-run generated scripts before posting them"
     )
@@ -75,7 +80,12 @@ class BotSettings(TokenKeySettings):
     artbot_scripts_dir: str | None = Field(
         default=None, description="where generated scripts are kept"
     )
-    port: int = Field(default=3000, ge=1, le=65535)
+    port: int = Field(
+        default=3000,
+        ge=1,
+        le=65535,
+        description="the HTTP port of `artbot serve` (`--port` overrides it)",
+    )
     artbot_workers: int = Field(
         default=1,
         ge=1,

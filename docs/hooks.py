@@ -53,18 +53,11 @@ PROGRAMS = {
 
 MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
 
-DESCRIPTIONS_NOT_YET_IN_CODE: dict[str, str] = {
-    "ARTBOT_MAX_UPLOAD_BYTES": "the largest file the bot downloads from a thread",
-    "PORT": "the HTTP port of `artbot serve` (`--port` overrides it)",
-    "ARTBOT_RUNNER_PORT": "the port to listen on (`--port` overrides it)",
-}
+DESCRIPTIONS_NOT_YET_IN_CODE: dict[str, str] = {}
 """Settings whose field has no description yet, in files being moved by other work: the build
 uses these words until the field has its own (then an entry here stops the build: remove it)."""
 
-DOCSTRINGS_NOT_YET_IN_CODE: dict[str, str] = {
-    "bot/__init__.py": "The Slack edge: the Bolt app, its listeners and the services behind them.",
-    "runner/__init__.py": "The GPU-host runner: an HTTP API that runs approved training scripts.",
-}
+DOCSTRINGS_NOT_YET_IN_CODE: dict[str, str] = {}
 """Packages without a docstring yet, in folders being regrouped by other work: the same rule."""
 
 

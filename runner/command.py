@@ -16,7 +16,7 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     serve = actions.add_parser(
         "serve",
-        help="serve the runner's HTTP API (settings: ARTBOT_RUNNER_*, see runner/README.md)",
+        help="serve the runner's HTTP API (settings: ARTBOT_RUNNER_*, see docs/runner.md)",
         description="Serve the runner's HTTP API. Settings come from ARTBOT_RUNNER_* variables.",
     )
     serve.add_argument(

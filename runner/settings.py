@@ -156,7 +156,9 @@ class RunnerSettings(BaseSettings):
         "busy it is (a GPU slot is never held for `try` alone for longer)",
     )
     host: str = Field(default="127.0.0.1", description="address to listen on")
-    port: int = Field(default=8700, ge=0, le=65535)
+    port: int = Field(
+        default=8700, ge=0, le=65535, description="the port to listen on (`--port` overrides it)"
+    )
     poll_interval_s: float = Field(
         default=0.5,
         ge=0.01,

@@ -75,8 +75,8 @@ def _cipher(why: str) -> TokenCipher:
         raise MigrationRefused(f"revision 0006 ({why}): {error}") from None
     if found is None:
         raise MigrationRefused(
-            f"revision 0006 ({why}) needs the token keys: set ARTBOT_TOKEN_KEYS (README: Tokens "
-            "at rest), or start `artbot serve` with OAuth, which makes the key file"
+            f"revision 0006 ({why}) needs the token keys: set ARTBOT_TOKEN_KEYS (docs/slack.md: "
+            "Tokens at rest), or start `artbot serve` with OAuth, which makes the key file"
         )
     return found
 

@@ -1,5 +1,5 @@
 """What `artbot serve` does at start-up so that its secrets stay its own, and the sandbox it runs
-Slack users' code in (see README "Isolation")."""
+Slack users' code in (docs/security.md, "Isolation")."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ TOKEN_COLUMN_LENGTH = 1000
 KEY_FILE_HEADER = (
     "# artbot's keys for the Slack tokens in its database: one Fernet key a line; the first\n"
     "# encrypts, every one decrypts. Without them the stored tokens cannot be read: back this\n"
-    "# file up, or set ARTBOT_TOKEN_KEYS instead (README: Tokens at rest).\n"
+    "# file up, or set ARTBOT_TOKEN_KEYS instead (docs/slack.md: Tokens at rest).\n"
 )
 
 

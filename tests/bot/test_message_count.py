@@ -59,7 +59,7 @@ def test_a_typical_wizard_takes_one_message_per_question_plus_the_result_card(
 
     asked = questions_asked(user)
     posts = user.bot_messages()
-    print(f"{len(asked)} questions asked, {len(posts)} bot messages")  # the README's figure
+    print(f"{len(asked)} questions asked, {len(posts)} bot messages")
     assert len(posts) <= len(asked) + BEYOND_THE_QUESTIONS
     assert posts[-1] == user.result_cards()[-1]  # one card: file, summary, verdict, buttons
     assert "Dry run passed" in posts[-1].text and has_buttons(posts[-1])
