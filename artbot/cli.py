@@ -21,7 +21,7 @@ from artbot.terminal.chat import DEFAULT_SESSION_NAME, run_chat_command
 from checks.dryrun.command import add_dryrun_arguments, run_dryrun_command
 from checks.script_check import CheckReport, check_script
 from checks.script_format import formatted_script
-from flows import TRAIN_RL, AnswersError, RenderError, replay
+from flows import FLOWS, TRAIN_RL, AnswersError, Flow, RenderError, replay
 
 DATABASE_URL_ENV = "ARTBOT_DATABASE_URL"
 
@@ -89,6 +89,23 @@ def _print_report(report: CheckReport) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
+def _add_flow_argument(parser: argparse.ArgumentParser, default_help: str) -> None:
+    """`--flow`, the wizard: one of FLOWS, by its id."""
+    parser.add_argument(
+        "--flow",
+        choices=sorted(FLOWS),
+        default=None,
+        help=f"which wizard: {', '.join(sorted(FLOWS))} [{default_help}]",
+    )
+
+
+def answers_flow(answers: dict[str, Any]) -> Flow:
+    """The one flow whose questions include every answer's id, else train-rl (whose replay
+    then names the answers it does not know)."""
+    fitting = [flow for flow in FLOWS.values() if all(flow.has_step(key) for key in answers)]
+    return fitting[0] if len(fitting) == 1 else TRAIN_RL
+
+
 def _render_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--answers",
@@ -97,6 +114,7 @@ def _render_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ANSWERS.json",
         help="a JSON object of answers by question id, as the wizard stores them ('-' for stdin)",
     )
+    _add_flow_argument(parser, "the one whose questions the answers are")
     _add_out_argument(parser)
     parser.add_argument("--check", action="store_true", help="then check it as `artbot check` does")
     parser.add_argument(
@@ -122,11 +140,12 @@ def _cmd_render(args: argparse.Namespace) -> int:
     if not isinstance(answers, dict):
         print(f"{source}: expected a JSON object of answers by question id", file=sys.stderr)
         return EXIT_PROBLEMS
+    flow = FLOWS[args.flow] if args.flow else answers_flow(answers)
     try:
-        session = replay(TRAIN_RL, answers)
-        active = TRAIN_RL.active_answers(session.answers)
+        session = replay(flow, answers)
+        active = flow.active_answers(session.answers)
         path = script_path(args.out, str(active["run_name"]))
-        script = formatted_script(active, path.name)  # its docstring says to run that file
+        script = formatted_script(active, path.name, flow)  # its docstring says to run that file
     except AnswersError as exc:
         print(f"{source}: {exc.step_id}: {exc.message}", file=sys.stderr)
         return EXIT_PROBLEMS
@@ -162,6 +181,7 @@ def _chat_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the session's answers as `artbot render --answers` reads them ('-' for "
         "stdout), then stop",
     )
+    _add_flow_argument(parser, "a resumed session's own; train-rl for a new one")
     _add_database_url_argument(parser, "where sessions are kept")
     _add_out_argument(parser)
     parser.add_argument(
@@ -217,7 +237,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "chat",
-        "answer the train-rl wizard in this terminal; saved after every reply, resumable",
+        "answer a wizard (train-rl, or train-sft with --flow) in this terminal; saved after "
+        "every reply, resumable",
         _chat_arguments,
         run_chat_command,
     ),
@@ -273,7 +294,8 @@ def _runner_module() -> Any:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every registered subcommand."""
     parser = argparse.ArgumentParser(
-        prog="artbot", description="The ART train-rl wizard, script generator and checks."
+        prog="artbot",
+        description="The ART wizards (train-rl, train-sft), script generator and checks.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in SUBCOMMANDS:

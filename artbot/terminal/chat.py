@@ -35,6 +35,7 @@ from bot.migrations import BOT_DATABASE
 from checks.script_check import check_script
 from checks.script_format import formatted_script
 from flows import (
+    FLOWS,
     TRAIN_RL,
     Cancelled,
     Completed,
@@ -62,7 +63,7 @@ TERMINAL_TEAM = "terminal"
 DEFAULT_SESSION_NAME = "default"
 
 BANNER = (
-    "artbot: the train-rl wizard. Answer each question; `back`, `edit <question>`, `status`, "
+    "artbot: the {flow} wizard. Answer each question; `back`, `edit <question>`, `status`, "
     "`help` and `cancel` work at any point.\n"
     "Paste data or code as it is (an empty line sends a paste), or between ``` lines. Send a "
     "file with `/file PATH`. Stop with Ctrl-D or `/quit`: the session is saved and resumes next "
@@ -82,7 +83,7 @@ DRAFT_AGAIN_WORDS = frozenset({"again", "draft again"})
 EDIT_WORD = "edit"
 
 # Answers that name a file the script reads (here, the terminal's machine is the runner host).
-DATA_FILE_ANSWERS = ("scenarios_path", "train_source", "val_source")
+DATA_FILE_ANSWERS = ("scenarios_path", "train_source", "val_source", "dataset_path")
 
 
 def run_chat_command(args: argparse.Namespace) -> int:
@@ -116,7 +117,15 @@ def run_chat_command(args: argparse.Namespace) -> int:
             return export_answers(store, key, args.export)
         finally:
             store.close()
-    chat = Chat(store, key, terminal, out=args.out, dryrun=args.dryrun, assistant=assistant)
+    try:
+        flow = chat_flow(store.get(key), args.flow, new=args.new)
+    except SessionStoreError as error:
+        store.close()
+        print(f"artbot chat: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    chat = Chat(
+        store, key, terminal, out=args.out, dryrun=args.dryrun, flow=flow, assistant=assistant
+    )
     try:
         return chat.run(new=args.new)
     except KeyboardInterrupt:
@@ -133,15 +142,33 @@ def run_chat_command(args: argparse.Namespace) -> int:
         store.close()
 
 
-def export_answers(
-    store: SessionStore, key: SessionKey, target: Path, flow: Flow = TRAIN_RL
-) -> int:
+def chat_flow(stored: StoredSession | None, requested: str | None, *, new: bool) -> Flow:
+    """The wizard a chat runs: `--flow`, else the stored session's own, else train-rl. A session
+    of another wizard is never taken over: SessionStoreError says how to keep or discard it."""
+    kept = stored is not None and kept_session(stored)
+    if requested is None:
+        return FLOWS.get(stored.session.flow, TRAIN_RL) if stored and kept and not new else TRAIN_RL
+    if stored is not None and kept and stored.session.flow != requested and not new:
+        raise SessionStoreError(
+            f"session “{stored.key.thread}” is a {stored.session.flow} session: `--session NAME` "
+            f"starts a {requested} one beside it, `--new` discards it"
+        )
+    return FLOWS[requested]
+
+
+def kept_session(stored: StoredSession) -> bool:
+    """Whether a stored session is one to go on with or change (not expired, not cancelled)."""
+    return not stored.expired and stored.session.status != "cancelled"
+
+
+def export_answers(store: SessionStore, key: SessionKey, target: Path) -> int:
     """Write the answers of the session `key` as `artbot render --answers` reads them: one JSON
     object, each question's id to its answer, those asked on the session's branch only."""
     stored = store.get(key)
-    if stored is None or stored.session.flow != flow.id:
+    if stored is None or stored.session.flow not in FLOWS:
         print(f"artbot chat: --export: there is no session “{key.thread}”", file=sys.stderr)
         return EXIT_USAGE
+    flow = FLOWS[stored.session.flow]
     answers = flow.active_answers(stored.session.answers)
     text = json.dumps(answers, indent=2, ensure_ascii=False) + "\n"
     try:
@@ -199,7 +226,7 @@ class Chat:
     def run(self, *, new: bool = False) -> int:
         """The whole conversation; returns the exit status."""
         say = self.terminal.say
-        say(BANNER)
+        say(BANNER.format(flow=self.flow.id))
         if self.assistant is not None:
             say(ASSISTANT_BANNER)
         session = self._open(new)
@@ -280,7 +307,12 @@ class Chat:
         say = self.terminal.say
         stored = self.store.get(self.key)
         name = self.key.thread
-        if stored is not None and stored.session.flow != self.flow.id:
+        if (
+            stored is not None
+            and stored.session.flow != self.flow.id
+            and kept_session(stored)
+            and not new
+        ):
             raise SessionStoreError(
                 f"session {name} belongs to another flow ({stored.session.flow})"
             )
@@ -349,7 +381,8 @@ class Chat:
         answers = completed.answers
         path = script_path(self.out, str(answers["run_name"]))
         try:
-            script = formatted_script(answers, path.name)  # its docstring says to run that file
+            # Its docstring says to run that file.
+            script = formatted_script(answers, path.name, self.flow)
         except RenderError as error:
             self.terminal.problem(f"The script cannot be generated: {error}")
             return EXIT_PROBLEMS
