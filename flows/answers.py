@@ -114,7 +114,11 @@ def _read_attachment(step: Text, session: Session, attachments: tuple[Attachment
     try:
         text = attachment.content.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InvalidAnswer(f"The file is not UTF-8 text (byte {error.start}).") from None
+        line = attachment.content.count(b"\n", 0, error.start) + 1
+        raise InvalidAnswer(
+            f"The file is not UTF-8 text: line {line:,} (byte {error.start:,}) is not. Save it "
+            "as UTF-8 and send it again."
+        ) from None
     return step.parse(text, session.answers)
 
 

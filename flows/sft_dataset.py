@@ -80,7 +80,7 @@ def _load(line: str) -> Any:
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise ValueError(f"not valid JSON: {name} is not a JSON number")
 
 
 def _refuse(kind: str, problems: list[str], bad: int, total: int) -> InvalidAnswer:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from flows import (
     Completed,
     EditMenu,
+    Flow,
     Notice,
     Problem,
     Question,
@@ -21,15 +22,21 @@ from flows.train_rl import TRAIN_RL
 
 @dataclass
 class Conversation:
-    session: Session = field(default_factory=lambda: Session.start("train-rl"))
+    session: Session = field(default_factory=lambda: Session.start(TRAIN_RL.id))
     turns: list[Turn] = field(default_factory=list)
+    flow: Flow = TRAIN_RL
 
     def __post_init__(self) -> None:
-        self.turns.append(begin(TRAIN_RL, self.session))
+        if self.session.flow != self.flow.id and not self.session.answers:
+            self.session = Session.start(self.flow.id)  # the default session is train-rl's
+        self.turns.append(begin(self.flow, self.session))
         self.session = self.turns[-1].session
 
     def say(self, text: str) -> Turn:
         return self._apply(Reply(text=text))
+
+    def send(self, reply: Reply) -> Turn:
+        return self._apply(reply)
 
     def click(self, value: str) -> Turn:
         asked = self.asked()
@@ -37,7 +44,7 @@ class Conversation:
         return self._apply(Reply.button(asked.step_id, value))
 
     def _apply(self, reply: Reply) -> Turn:
-        turn = advance(TRAIN_RL, self.session, reply)
+        turn = advance(self.flow, self.session, reply)
         self.turns.append(turn)
         self.session = turn.session
         return turn

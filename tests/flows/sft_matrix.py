@@ -40,7 +40,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "base_model": "meta-llama/Llama-3.1-8B-Instruct",
         "run_name": "support-sft-001",
         "hyperparameters": "customize",
-        "hyperparameter_values": {"batch_size": 4, "schedule": "cosine", "gpu_memory_utilization": 0.6},
+        "hyperparameter_values": {
+            "batch_size": 4,
+            "schedule": "cosine",
+            "gpu_memory_utilization": 0.6,
+        },
     },
     "file-serverless-runner": {
         "scenario": "file",
