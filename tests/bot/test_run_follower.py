@@ -61,7 +61,7 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) 
 
 
 def long_polls_waiting(host: Runner) -> int:
-    return host.server.service.notifier.waiting()
+    return host.server.service.wakeups.waiting()
 
 
 def texts(user: SlackUser) -> list[str]:
