@@ -13,6 +13,11 @@ script defines them (any other flag, and any script without them, runs as writte
 | --val-every            | at most `max_steps`, so that validation runs            |
 | --val-max-groups       | at most 2 (None too)                                    |
 | --max-turns            | at most 20: a long game still reaches its reward        |
+| --epochs               | 1 in a train-sft script (None too: its count from rows) |
+| --checkpoints          | at most `max_steps` (an SFT script's train_sft calls)   |
+| --prompt-count         | at most `max_steps` * 2 + 2 (a distillation's prompts)  |
+| --val-samples          | at most 2                                               |
+| --teacher-base-url     | the stand-in policy (a distillation's teacher)          |
 
 `--max-concurrent` stays: it bounds concurrency, not length.
 """
@@ -28,6 +33,7 @@ GROUPS_PER_STEP = 2
 ROLLOUTS_PER_GROUP = 4
 VAL_MAX_GROUPS = 2
 MAX_TURNS = 20
+VAL_SAMPLES = 2
 
 
 Cap = Callable[[Any, argparse.Namespace], Any]
@@ -58,8 +64,16 @@ def _int_or(namespace: argparse.Namespace, dest: str, default: int) -> int:
     return value if isinstance(value, int) and value > 0 else default
 
 
-def dryrun_caps(max_steps: int) -> list[ArgCap]:
-    """The caps for a dry run of at most `max_steps` training steps (order matters)."""
+def _sft_only(cap: Cap) -> Cap:
+    """`cap` for a train-sft script (it has --checkpoints); another script's --epochs stays."""
+    return lambda value, namespace: (
+        cap(value, namespace) if hasattr(namespace, "checkpoints") else value
+    )
+
+
+def dryrun_caps(max_steps: int, teacher_url: str | None = None) -> list[ArgCap]:
+    """The caps for a dry run of at most `max_steps` training steps (order matters); a
+    distillation's teacher is `teacher_url` (the stand-in policy's), when given."""
 
     def dataset_size(value: Any, namespace: argparse.Namespace) -> Any:
         # Enough scenarios for `max_steps` steps plus a small validation split, no more.
@@ -80,6 +94,11 @@ def dryrun_caps(max_steps: int) -> list[ArgCap]:
         ArgCap("dataset_size", dataset_size),
         ArgCap("val_every", val_every),
         ArgCap("max_turns", _at_most(MAX_TURNS)),
+        ArgCap("epochs", _sft_only(_at_most_or_none(1))),
+        ArgCap("checkpoints", _at_most(max_steps)),
+        ArgCap("prompt_count", _at_most(max_steps * 2 + 2)),
+        ArgCap("val_samples", _at_most(VAL_SAMPLES)),
+        *([ArgCap("teacher_base_url", lambda _, __: teacher_url)] if teacher_url else []),
     ]
 
 

@@ -3,9 +3,10 @@
 Before the script runs as `__main__`, this process blocks the network, starts the stand-in
 policy, points OpenAI clients and litellm at it, swaps the stand-in trainer into `art`,
 lets the stand-in player search a game's legal moves before each request, caps the script's
-size flags and starts recording. The script runs as `__main__` with a
-counter in each of its functions (`checks.dryrun.user_calls`). Its configuration comes from the
-environment that `checks.dryrun.launch` prepares (the `ARTBOT_DRYRUN_*` variables).
+size flags (and points a distillation's teacher at the stand-in policy) and starts recording.
+The script runs as `__main__` with a counter in each of its functions
+(`checks.dryrun.user_calls`). Its configuration comes from the environment that
+`checks.dryrun.launch` prepares (the `ARTBOT_DRYRUN_*` variables).
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     recorder.move_search = move_search.snapshot
     install_request_hook(move_search)
     install_arg_caps(
-        dryrun_caps(config.max_steps),
+        dryrun_caps(config.max_steps, teacher_url=policy.base_url),
         lambda change: recorder.finding(f"cap {change.split()[0]}", "note", f"capped {change}"),
     )
 

@@ -102,8 +102,9 @@ def choose_interpreter(script: Path, choice: EnvironmentChoice, cache_dir: Path)
 
 
 # The script's constants that name an environment variable holding a key it needs (the HTTP
-# tools' header: templates/train_rl/partials/tools_http.py.j2).
-KEY_VARIABLE_CONSTANTS = ("TOOL_AUTH_VARIABLE",)
+# tools' header: templates/train_rl/partials/tools_http.py.j2; a distillation's teacher:
+# templates/train_sft/partials/answers.py.j2).
+KEY_VARIABLE_CONSTANTS = ("TOOL_AUTH_VARIABLE", "TEACHER_KEY_ENV")
 
 
 def keys_read_from_environment(script: Path) -> list[str]:

@@ -70,7 +70,7 @@ class HistorySummary:
 
 
 def read_history(model_dirs: Iterable[str]) -> HistorySummary:
-    """Count train and validation rows (those with `val/reward`) across `model_dirs`."""
+    """Count train and validation rows (those with a `val/` metric) across `model_dirs`."""
     train_rows = validations = 0
     last_val_reward: float | None = None
     for model_dir in model_dirs:
@@ -84,9 +84,11 @@ def read_history(model_dirs: Iterable[str]) -> HistorySummary:
                 continue
             if not isinstance(row, dict):
                 continue
-            if any(str(key).startswith("train/") for key in row):
+            # An SFT row has its loss (`loss/train`) and no `train/` metric.
+            if any(str(key).startswith("train/") for key in row) or "loss/train" in row:
                 train_rows += 1
-            if isinstance(row.get("val/reward"), int | float):
+            if any(str(key).startswith("val/") for key in row):
                 validations += 1
+            if isinstance(row.get("val/reward"), int | float):
                 last_val_reward = float(row["val/reward"])
     return HistorySummary(train_rows, validations, last_val_reward)

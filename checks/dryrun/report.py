@@ -84,6 +84,8 @@ class DryrunReport:
     # Why the run proves nothing, through no fault found in the script: the stand-in player
     # could not play the game (and what therefore never ran).
     inconclusive: tuple[str, ...] = ()
+    sft_steps: int = 0  # of the steps trained, model.train_sft calls
+    sft_examples: int = 0  # the examples those calls trained on
 
     @property
     def verdict(self) -> Verdict:
@@ -117,7 +119,12 @@ class DryrunReport:
             else ""
         )
         raised = f" ({self.rollout_exceptions} raised)" if self.rollout_exceptions else ""
-        lines.append(f"  rollouts: {self.rollouts}{raised}{rewards}")
+        if self.rollouts or self.rollout_exceptions or not self.sft_steps:
+            lines.append(f"  rollouts: {self.rollouts}{raised}{rewards}")
+        if self.sft_steps:
+            lines.append(
+                f"  SFT: {self.sft_examples} examples in {self.sft_steps} train_sft call(s)"
+            )
         validation = (
             f", last val/reward {self.last_val_reward:g}"
             if self.last_val_reward is not None
@@ -215,9 +222,11 @@ def build_report(
             f"every rollout raised ({record.rollout_exceptions} of {record.rollout_exceptions}): "
             "there was nothing to train on"
         )
+    rl_steps = [step for step in record.steps if step.kind == "rl"]
+    sft_examples = sum(step.examples for step in record.steps if step.kind == "sft")
     if steps_trained == 0:
         problems.append("it trained zero steps: backend.train(...) never completed")
-    elif not any(step.trainable_groups for step in record.steps):
+    elif rl_steps and not any(step.trainable_groups for step in rl_steps):
         rewards = (
             f" (every reward was {record.reward_min:g})"
             if record.reward_min is not None and record.reward_min == record.reward_max
@@ -308,6 +317,8 @@ def build_report(
         user_code_runs=tuple(run.format() for run in coverage.runs),
         metric_means=tuple(sorted(metric_means(record).items())),
         inconclusive=tuple(inconclusive),
+        sft_steps=steps_trained - len(rl_steps),
+        sft_examples=sft_examples,
     )
 
 

@@ -36,6 +36,10 @@ class TrainedStep(BaseModel):
     groups: int
     trajectories: int
     trainable_groups: int
+    kind: Literal["rl", "sft"] = "rl"
+    """`rl`: one `backend.train` call; `sft`: one `model.train_sft` call."""
+    examples: int = 0
+    """SFT: the examples (ending with an assistant reply) the call trained on."""
 
 
 class MoveSearchRecord(BaseModel):

@@ -1,4 +1,5 @@
-"""The stand-in trainer: `art.Backend` implementations that train nothing, on a CPU, at once.
+"""The stand-in trainer: `art.Backend` implementations that train nothing, on a CPU, at once
+(RL through `train`, SFT through `_train_sft`, which `model.train_sft` calls).
 
 They keep LocalBackend's on-disk records (`model.json`, `checkpoints/NNNN/`; `model.log`
 adds `history.jsonl` itself), serve the model through the stand-in policy server, check
@@ -41,7 +42,7 @@ from checks.dryrun.model_dirs import (
     write_checkpoint,
 )
 from checks.dryrun.policy_server import PolicyServer
-from checks.dryrun.run_record import Recorder, TrainedStep
+from checks.dryrun.run_record import Recorder, Severity, TrainedStep
 from checks.dryrun.train_signatures import SERVERLESS_TRAIN_SIGNATURE, local_train_signature
 
 INFERENCE_API_KEY = "artbot-dryrun"
@@ -254,7 +255,7 @@ class StandinBackend(Backend):
             training_metrics=[sample], trajectory_groups=valid, trainer_started=started
         )
 
-    def _train_sft(
+    async def _train_sft(
         self,
         model: AnyTrainableModel,
         trajectories: Iterable[Trajectory],
@@ -262,7 +263,98 @@ class StandinBackend(Backend):
         dev_config: dev.TrainSFTConfig,
         verbose: bool = False,
     ) -> AsyncIterator[dict[str, float]]:
-        raise NotImplementedError("artbot dryrun simulates RL training only, not train_sft.")
+        """Check the examples and the schedule, yield per-batch metrics as the real backends do,
+        then save one checkpoint for the call (LocalBackend's UnslothService does)."""
+        session = self._session
+        if session.steps_trained >= session.step_limit:
+            raise DryrunStepLimit(
+                f"artbot dryrun: the stand-in trainer stops at its limit of "
+                f"{session.step_limit} steps."
+            )
+        examples = list(trajectories)
+        batch_size = 2 if config.batch_size == "auto" else config.batch_size
+        batches = math.ceil(len(examples) / batch_size)
+        rates = [
+            float(rate)
+            for rate in (
+                config.learning_rate
+                if isinstance(config.learning_rate, list)
+                else [config.learning_rate] * batches
+            )
+        ]
+        for finding in sft_findings(examples, rates, batches):
+            session.recorder.finding(*finding)
+        trainable = sum(1 for example in examples if ends_with_reply(example))
+        for batch in range(batches):
+            yield {
+                "loss/train": round(1.0 / (1 + session.steps_trained + batch), 6),
+                "loss/learning_rate": float(rates[batch]) if batch < len(rates) else 0.0,
+                "loss/grad_norm": 0.5,
+                "data/step_num_trajectories": float(len(examples)),
+                TRAIN_GRADIENT_STEPS_KEY: float(batches),
+            }
+        model_dir = self._model_dir(model)
+        step = newest_step(model_dir) + 1
+        write_checkpoint(model_dir, step)
+        session.steps_trained += 1
+        session.policy.serve_model(model.name, step)
+        session.recorder.step_trained(
+            TrainedStep(
+                step=step,
+                groups=0,
+                trajectories=0,
+                trainable_groups=0,
+                kind="sft",
+                examples=trainable,
+            )
+        )
+        print(
+            f"[artbot dryrun] stand-in trainer: SFT step {step}, {trainable} of "
+            f"{len(examples)} examples end with an assistant reply, {batches} batches"
+        )
+
+
+def ends_with_reply(example: Trajectory) -> bool:
+    """Whether the example ends with the assistant's reply: what SFT learns from it."""
+    messages = example.messages()
+    return bool(messages) and messages[-1].get("role") == "assistant"
+
+
+def sft_findings(
+    examples: list[Trajectory], rates: list[float], batches: int
+) -> list[tuple[str, Severity, str]]:
+    """What is wrong with one train_sft call: examples it cannot learn from, a schedule that
+    does not fit its batches."""
+    findings: list[tuple[str, Severity, str]] = []
+    wrong = [e for e in examples if not isinstance(e, Trajectory)]
+    if wrong:
+        findings.append(
+            (
+                "sft_not_trajectories",
+                "problem",
+                f"train_sft got {type(wrong[0]).__name__}s, not art.Trajectory",
+            )
+        )
+    elif not examples:
+        findings.append(("sft_empty", "warning", "train_sft was called with no examples"))
+    elif not any(ends_with_reply(e) for e in examples):
+        findings.append(
+            (
+                "sft_no_reply",
+                "problem",
+                "no example handed to train_sft ends with the assistant's reply: SFT learns "
+                "nothing from them",
+            )
+        )
+    if len(rates) < batches:
+        findings.append(
+            (
+                "sft_schedule_short",
+                "problem",
+                f"train_sft got {len(rates)} learning rates for {batches} batches",
+            )
+        )
+    return findings
 
 
 class StandinLocalBackend(StandinBackend):

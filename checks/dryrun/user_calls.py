@@ -33,6 +33,7 @@ ENTRY_POINTS = frozenset(
         "apply_action",
         "is_finished",
         "generate_scenario",
+        "generate_prompt",
     }
 )
 """Functions an ART script calls into the user's code by (this project's and ART's examples')

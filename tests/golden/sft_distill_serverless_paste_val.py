@@ -358,7 +358,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--data-dir",
         type=Path,
         default=None,
-        help="where the checked data goes [sft-data/PROJECT/MODEL next to this file]",
+        help="where the checked data goes [./sft-data/PROJECT/MODEL]",
     )
     args = parser.parse_args(argv)
     at_least_one = ["batch_size", "checkpoints", "teacher_concurrency"]
@@ -395,10 +395,7 @@ class Data(NamedTuple):
 
 def data_folder(args: argparse.Namespace) -> Path:
     """Where the teacher's replies are kept."""
-    return (
-        args.data_dir
-        or Path(__file__).resolve().parent / "sft-data" / args.project / args.model_name
-    )
+    return args.data_dir or Path("sft-data") / args.project / args.model_name
 
 
 def load_prompts(args: argparse.Namespace) -> list[tuple[str, Row]]:

@@ -289,7 +289,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--data-dir",
         type=Path,
         default=None,
-        help="where the checked data goes [sft-data/PROJECT/MODEL next to this file]",
+        help="where the checked data goes [./sft-data/PROJECT/MODEL]",
     )
     parser.add_argument(
         "--gpu-memory-utilization",
@@ -327,10 +327,7 @@ class Data(NamedTuple):
 
 def data_folder(args: argparse.Namespace) -> Path:
     """Where the checked data goes."""
-    return (
-        args.data_dir
-        or Path(__file__).resolve().parent / "sft-data" / args.project / args.model_name
-    )
+    return args.data_dir or Path("sft-data") / args.project / args.model_name
 
 
 def source_lines(args: argparse.Namespace) -> Iterator[tuple[int, bytes]]:
