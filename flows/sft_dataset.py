@@ -36,6 +36,11 @@ MAX_PROBLEMS_SHOWN = 8
 FEW_ROWS = 10
 
 
+def counted(count: int, noun: str) -> str:
+    """`3 rows`, `1 row`: a count and its noun, in the singular for one."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def row_line(row: Any) -> str:
     """A row as one JSONL line, as the script holds it and as its split is hashed."""
     return json.dumps(row, ensure_ascii=False)
@@ -83,13 +88,13 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"not valid JSON: {name} is not a JSON number")
 
 
-def _refuse(kind: str, problems: list[str], bad: int, total: int) -> InvalidAnswer:
+def _refuse(noun: str, problems: list[str], bad: int, total: int) -> InvalidAnswer:
     shown = "\n".join(f"• {p}" for p in problems[:MAX_PROBLEMS_SHOWN])
     more = len(problems) - MAX_PROBLEMS_SHOWN
     rest = f"\n(and {more:,} more)" if more > 0 else ""
     return InvalidAnswer(
-        f"{bad:,} of the {total:,} {kind} cannot be used; nothing was saved. Fix them and send "
-        f"the whole set again:\n{shown}{rest}"
+        f"{bad:,} of the {counted(total, noun)} cannot be used; nothing was saved. Fix them "
+        f"and send the whole set again:\n{shown}{rest}"
     )
 
 
@@ -114,7 +119,7 @@ def dataset_rows(value: str, answers: Answers) -> list[dict[str, Any]]:
         elif not bad:
             rows.append(row)
     if bad:
-        raise _refuse("rows", problems, bad, total)
+        raise _refuse("row", problems, bad, total)
     if not rows:
         raise InvalidAnswer("There are no rows in that: one JSON object per line, please.")
     return rows
@@ -154,7 +159,7 @@ def prompt_rows(value: str, answers: Answers) -> list[dict[str, Any]]:
             continue
         prompts.append(prompt)
     if bad:
-        raise _refuse("prompts", problems, bad, total)
+        raise _refuse("prompt", problems, bad, total)
     if not prompts:
         raise InvalidAnswer("There are no prompts in that.")
     return prompts
@@ -255,29 +260,29 @@ def _rows_named(numbers: Sequence[int]) -> str:
     return shown + (f" and {len(numbers) - 6:,} more" if len(numbers) > 6 else "")
 
 
-def summary_text(rows: Sequence[dict[str, Any]], kind: str = "rows") -> str:
+def summary_text(rows: Sequence[dict[str, Any]], noun: str = "row") -> str:
     """The summary shown once the data is taken: counts, turns, tool calls, lengths, and the
     warnings (duplicates, rows that may be too long, too few rows)."""
     s = summarize(rows)
     p50, p90, longest = (_percentile(s.lengths, q) for q in (0.5, 0.9, 1.0))
     tokens = ", ".join(f"{estimated_tokens(n):,}" for n in (p50, p90, longest))
     lines = [
-        f"Checked {s.rows:,} {kind}: every one can be used.",
+        f"Checked {counted(s.rows, noun)}: every one can be used.",
         f"• {min(s.messages)} to {max(s.messages)} messages a row "
         f"(median {statistics.median(s.messages):g})",
-        f"• {s.tool_rows:,} {kind} ({s.tool_rows / s.rows:.0%}) with tool calls",
+        f"• {counted(s.tool_rows, noun)} ({s.tool_rows / s.rows:.0%}) with tool calls",
         f"• Length: median {p50:,}, 90th percentile {p90:,}, longest {longest:,} characters "
         f"(about {tokens} tokens: an estimate at {CHARS_PER_TOKEN} characters a token, as no "
         "tokenizer is at hand)",
     ]
-    warnings = _warnings(s, kind)
+    warnings = _warnings(s, noun)
     if warnings:
         lines.append("Warnings (nothing refused; fix the data and send it again if you agree):")
         lines += [f"• {w}" for w in warnings]
     return "\n".join(lines)
 
 
-def _warnings(s: DatasetSummary, kind: str) -> list[str]:
+def _warnings(s: DatasetSummary, noun: str) -> list[str]:
     warnings: list[str] = []
     if s.duplicates:
         first, earlier = s.duplicates[0]
@@ -307,8 +312,8 @@ def _warnings(s: DatasetSummary, kind: str) -> list[str]:
         )
     if s.rows < FEW_ROWS:
         warnings.append(
-            f"Only {s.rows} {kind}: SFT usually needs dozens to hundreds of examples to change "
-            "how a model answers."
+            f"Only {counted(s.rows, noun)}: SFT usually needs dozens to hundreds of examples to "
+            "change how a model answers."
         )
     return warnings
 

@@ -13,7 +13,14 @@ from flows import validators as v
 from flows.conditions import all_of, is_, not_
 from flows.entry_points import entry_point, positional_call, require_plain
 from flows.flow import Flow, Part
-from flows.sft_dataset import dataset_rows, prompt_rows, row_line, split_counts, summary_text
+from flows.sft_dataset import (
+    counted,
+    dataset_rows,
+    prompt_rows,
+    row_line,
+    split_counts,
+    summary_text,
+)
 from flows.sft_rows import held_out, skill_defaults
 from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Text, ValuesMenu
 from flows.third_party import imported_modules, third_party
@@ -131,7 +138,7 @@ def _hyperparameter_details(answers: Answers) -> str:
     values = hyperparameters({k: v for k, v in answers.items() if k != "hyperparameter_values"})
     rows = training_rows(answers)
     where = (
-        f"from the {rows:,} rows training sees"
+        f"from the {counted(rows, 'row')} training sees"
         if rows is not None
         else "computed by the script from the rows it counts when it starts"
     )
@@ -266,7 +273,7 @@ def _rows_display(what: str) -> Any:
     def display(rows: Any) -> str:
         if not isinstance(rows, list):
             return str(rows)
-        return f"{len(rows):,} {what}{'' if len(rows) == 1 else 's'}"
+        return counted(len(rows), what)
 
     return display
 
@@ -465,7 +472,7 @@ TRAIN_SFT = Flow(
             accepts_files=(".jsonl", ".json", ".txt"),
             display=_rows_display("prompt"),
             caution=lambda a: (
-                summary_text(a["prompts"], "prompts")
+                summary_text(a["prompts"], "prompt")
                 if isinstance(a.get("prompts"), list)
                 else None
             ),

@@ -261,7 +261,7 @@ def test_duplicates_few_rows_and_undeclared_tools_are_warned_about_not_refused()
     assert "Row 3 repeats row 1 (1 more duplicates: rows 5)" in text
     assert "Row 4 calls `get_forecast`, which its `tools` do not declare" in text
     assert "Only 5 rows" in text
-    assert "1 rows (20%) with tool calls" in text or "1 rows (20%)" in text
+    assert "1 row (20%) with tool calls" in text
 
 
 def test_the_summary_counts_turns_tool_calls_and_lengths() -> None:
