@@ -173,7 +173,7 @@ def build_services(
         )
         controls = RunControls(runs)
         reruns = Reruns(runs.runs, store, opener, poster, outbox)
-        comparer = RunComparer(runs.runs, store, FLOWS, poster)
+        comparer = RunComparer(runs.runs, store, FLOWS, poster, outbox)
         wandb_key = settings.wandb_api_key.get_secret_value() if settings.wandb_api_key else None
         trier = ModelTrier(
             runs.runs,

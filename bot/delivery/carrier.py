@@ -4,8 +4,9 @@ ones superseded), questions retired, a message updated, a file uploaded, a scrip
 Exactly once: a post carries its outbox id in Slack's message metadata. An attempt that died
 mid-call (the process was killed while Slack was answering) leaves its row in doubt, and the
 next attempt first looks for that id in the thread (conversations.replies) instead of posting
-again. Updates (a question losing its buttons) are idempotent and are simply done again. An
-upload (a long draft's file) carries no metadata: one in doubt is uploaded again.
+again. Updates (a question losing its buttons, a run's status card) are idempotent and are simply
+done again. An upload (a long draft's file, a run's plot) carries no metadata: one in doubt is
+uploaded again.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.delivery.effects import Ask, Generate, Offer, Post, Retire, Update, Upload
+from bot.delivery.effects import Ask, Edit, Generate, Offer, Post, Retire, Update, Upload
 from bot.delivery.outbox import Claimed, Settlement, question_asked
 from bot.slack.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.slack.records import QuestionMessage
@@ -87,6 +88,9 @@ class Carrier:
             if live:  # updated in place, and still live: its buttons are the new message's
                 self._update(client, key, live[-1].ts, effect.message)
             return None
+        if isinstance(effect, Edit):
+            self._update(client, key, effect.ts, effect.message)
+            return None
         if isinstance(effect, Upload):
             self._upload(client, key, effect)
             return None
@@ -129,6 +133,7 @@ class Carrier:
                 content=upload.content,
                 filename=upload.filename,
                 title=upload.title,
+                initial_comment=upload.comment or None,
             ),
             posting=True,
         )

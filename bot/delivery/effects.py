@@ -1,5 +1,5 @@
-"""What a wizard turn must do in its thread, as data: post a message, ask a question, retire
-old questions, update a card in place, upload a file, generate the script. The outbox stores
+"""What a wizard turn or a run must do in its thread, as data: post a message, ask a question,
+retire old questions, update a card in place, upload a file, generate the script. The outbox stores
 these with the turn (bot.delivery.outbox); its worker carries them out.
 
 Fewer, better messages: a turn posts at most one message. The engine's notes and problems fold
@@ -70,11 +70,24 @@ class Update:
 @dataclass(frozen=True)
 class Upload:
     """Upload `content` into the thread as the file `filename` (files_upload_v2): what is too
-    long to read in a message, such as a long draft, posted before the message about it."""
+    long to read in a message (a long draft, a run's rollouts, a dry run's report) or is an
+    image (a run's reward curve, a comparison's plot), with `comment` posted with it."""
 
     filename: str
     title: str
-    content: str
+    content: str | bytes
+    comment: str = ""
+    """Said with the file (initial_comment): what it shows, at a glance."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """The thread's message `ts` becomes `message`, in place: a run's status card as the run
+    goes. Idempotent: an attempt in doubt is simply made again; a message deleted meanwhile has
+    nothing to update."""
+
+    ts: str
+    message: SlackMessage
 
 
 @dataclass(frozen=True)
@@ -83,7 +96,7 @@ class Generate:
     (a crash before it is done leaves it to do after the restart)."""
 
 
-ThreadEffect = Post | Ask | Offer | Retire | Update | Upload | Generate
+ThreadEffect = Post | Ask | Offer | Retire | Update | Edit | Upload | Generate
 
 
 def turn_effects(turn: Turn) -> list[ThreadEffect]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import datetime
 from typing import Any, cast
@@ -13,7 +14,17 @@ from sqlalchemy.engine import Row
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
 from assistant import Proposal
-from bot.delivery.effects import Ask, Generate, Offer, Post, Retire, ThreadEffect, Update, Upload
+from bot.delivery.effects import (
+    Ask,
+    Edit,
+    Generate,
+    Offer,
+    Post,
+    Retire,
+    ThreadEffect,
+    Update,
+    Upload,
+)
 from bot.slack.blocks import PROPOSAL_STEP, SlackMessage
 from storage.database import KEY_PART_MAX, UTCDateTime
 from storage.sessions import SessionKey
@@ -75,12 +86,18 @@ def effect_row(key: SessionKey, effect: ThreadEffect, now: datetime) -> dict[str
     """The outbox row of `effect`, due now, as the values to insert."""
     message: SlackMessage | None = None
     if isinstance(effect, Upload):  # the file's content in `text`, its names in message_json
+        binary = isinstance(effect.content, bytes)
+        names = {"filename": effect.filename, "title": effect.title, "comment": effect.comment}
         return _values(
             key,
             kind="upload",
             step_id=None,
-            text=effect.content,
-            message_json=json.dumps({"filename": effect.filename, "title": effect.title}),
+            text=(
+                base64.b64encode(effect.content).decode("ascii")
+                if isinstance(effect.content, bytes)
+                else effect.content
+            ),
+            message_json=json.dumps({**names, "encoding": "base64"} if binary else names),
             now=now,
         )
     if isinstance(effect, Post):
@@ -96,6 +113,8 @@ def effect_row(key: SessionKey, effect: ThreadEffect, now: datetime) -> dict[str
         message = SlackMessage(effect.note, []) if effect.note else None
     elif isinstance(effect, Update):
         kind, step_id, text, message = "update", effect.step_id, effect.remembered, effect.message
+    elif isinstance(effect, Edit):
+        kind, step_id, text, message = "edit", None, effect.ts, effect.message
     else:
         kind, step_id, text = "generate", None, ""
     return _values(
@@ -143,12 +162,20 @@ def row_effect(row: OutboxRow | Row[Any]) -> ThreadEffect:
         return Generate()
     loaded = json.loads(row.message_json or "{}")
     if row.kind == "upload":
-        return Upload(str(loaded.get("filename") or ""), str(loaded.get("title") or ""), row.text)
+        content = row.text
+        return Upload(
+            str(loaded.get("filename") or ""),
+            str(loaded.get("title") or ""),
+            base64.b64decode(content) if loaded.get("encoding") == "base64" else content,
+            str(loaded.get("comment") or ""),
+        )
     message = SlackMessage(str(loaded.get("text") or ""), list(loaded.get("blocks") or []))
     if row.kind == "retire":
         return Retire(row.step_id, row.text, message.text)
     if row.kind == "update":
         return Update(row.step_id or "", message, row.text)
+    if row.kind == "edit":
+        return Edit(row.text, message)
     if row.kind == "question":
         return Ask(row.step_id or "", row.text, message)
     if row.kind == "offer":

@@ -8,22 +8,20 @@ A run's answers are its wizard's answers (the session of its thread)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
+from bot.delivery.effects import Upload
+from bot.delivery.outbox import Outbox
 from bot.runs.plots import compared_curves_png
 from bot.runs.store import Run, RunRef, RunStore
 from bot.slack.poster import ThreadPoster
 from bot.slack.text import clip, escape
 from flows import Flow, ValuesMenu, shown_answer
 from storage.sessions import SessionStore
-
-log = logging.getLogger(__name__)
 
 CELL_LIMIT = 40
 """A table cell's longest text: longer answers (a task, code) are cut with an ellipsis."""
@@ -115,11 +113,13 @@ class RunComparer:
         sessions: SessionStore,
         flows: Mapping[str, Flow],
         poster: ThreadPoster,
+        outbox: Outbox,
     ) -> None:
         self.runs = runs
         self.sessions = sessions
         self.flows = flows
         self.poster = poster
+        self.outbox = outbox
 
     def compare_previous(self, client: WebClient, ref: RunRef, user: str) -> None:
         """*Compare with the previous run of this project*, for the run's owner: the comparison
@@ -138,7 +138,7 @@ class RunComparer:
                 client, run.key, user, "You have no earlier run of this project to compare with."
             )
             return
-        refusal = self.post(client, previous, run)
+        refusal = self.post(previous, run)
         if refusal:
             self.poster.ephemeral(client, run.key, user, refusal)
 
@@ -187,12 +187,12 @@ class RunComparer:
                 "`/train-rl runs` lists them."
             )
         first, second = sorted((r for r in found if r is not None), key=lambda r: r.id)
-        refusal = self.post(client, first, second)
+        refusal = self.post(first, second)
         return refusal or f"Posted the comparison in the thread of run #{second.public_id}."
 
-    def post(self, client: WebClient, first: Run, second: Run) -> str | None:
-        """Upload the plot with the table as its comment into `second`'s thread; why not, or
-        None when done."""
+    def post(self, first: Run, second: Run) -> str | None:
+        """Queue the plot, with the table as its comment, for `second`'s thread (the outbox
+        carries it: a Slack outage delays it, never loses it); why not, or None when queued."""
         mine, theirs = self.answers_of(first), self.answers_of(second)
         if mine is None or theirs is None:
             return "The answers of one of these runs are gone (its wizard was deleted)."
@@ -204,18 +204,13 @@ class RunComparer:
             ],
             f"Run #{first.public_id} vs run #{second.public_id}",
         )
-        try:
-            client.files_upload_v2(
-                channel=second.channel,
-                thread_ts=second.thread,
-                content=png,
-                filename=f"compare-run-{first.public_id}-run-{second.public_id}.png",
-                title=f"Run #{first.public_id} vs run #{second.public_id}",
-                initial_comment=clip(comparison_text(first, second, differences), 3_900),
-            )
-        except SlackApiError as error:
-            log.warning("comparison upload failed: %s", error.response.get("error"))
-            return f"Slack refused the comparison ({error.response.get('error')})."
+        upload = Upload(
+            f"compare-run-{first.public_id}-run-{second.public_id}.png",
+            f"Run #{first.public_id} vs run #{second.public_id}",
+            png,
+            clip(comparison_text(first, second, differences), 3_900),
+        )
+        self.outbox.enqueue(second.key, [upload])
         return None
 
 

@@ -80,7 +80,7 @@ class RunControls:
         script = self.service.script_of(run)
         if script is None:
             self.service.reporter.say(
-                slack, run, "The script changed since that run: approve the new one instead."
+                run, "The script changed since that run: approve the new one instead."
             )
             return
         args = list(run.args)

@@ -182,8 +182,8 @@ class RunFollower:
                 continue
             try:
                 applied_since = self._service.runs.now()
-                slack = self._client_for(run.key.team)
-                current = await asyncio.to_thread(self._service.apply, slack, run.id, page)
+                self._client_for(run.key.team)  # NotInstalled when the app left the workspace
+                current = await asyncio.to_thread(self._service.apply, run.id, page)
             except NotInstalled:  # the app left the workspace: the run waits for a reinstall
                 await asyncio.sleep(self._backoff.cap_s)
                 continue
@@ -217,8 +217,8 @@ class RunFollower:
 
     async def _apply_failure(self, run: Run, error: RunnerClientError) -> None:
         try:
-            slack = self._client_for(run.key.team)
-            await asyncio.to_thread(self._service.following_failed, slack, run.id, error)
+            self._client_for(run.key.team)  # NotInstalled when the app left the workspace
+            await asyncio.to_thread(self._service.following_failed, run.id, error)
         except NotInstalled:
             return  # told once the app is back in the workspace
         except Exception as failure:

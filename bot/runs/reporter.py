@@ -14,10 +14,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-
-from bot.delivery.effects import Post, ThreadEffect
+from bot.delivery.effects import Edit, Post, ThreadEffect, Upload
 from bot.delivery.outbox import Outbox
 from bot.runs.cards import failure_message, status_card, success_message
 from bot.runs.plots import reward_curve_png
@@ -42,10 +39,10 @@ class RunReporter:
         self.runs = runs
         self.outbox = outbox
 
-    def handle(self, slack: WebClient, run: Run, event: JobEvent) -> tuple[Run, list[ThreadEffect]]:
+    def handle(self, run: Run, event: JobEvent) -> tuple[Run, list[ThreadEffect]]:
         """Record what one event says about the run; the updated run, and what its thread must
-        be told, for the caller to queue with the event's cursor (one transaction: a restarted
-        bot tells it once). Files (the reward curve, long rollouts) are uploaded now."""
+        be told (messages and files: the reward curve, long rollouts), for the caller to queue
+        with the event's cursor (one transaction: a restarted bot tells it once)."""
         data = event.data
         said: list[ThreadEffect] = []
         if event.type is EventType.started:
@@ -61,7 +58,7 @@ class RunReporter:
         elif event.type is EventType.validation:
             run = self.runs.update(run.id, points=_with_validation(run.points, data))
         elif event.type is EventType.rollouts:
-            run = self._rollouts(slack, run, data, said)
+            run = self._rollouts(run, data, said)
         elif event.type is EventType.warning and run.warnings_posted < MAX_WARNINGS_POSTED:
             run = self.runs.update(run.id, warnings_posted=run.warnings_posted + 1)
             warning = f":warning: {escape(clip(str(data.get('message', '')), 1_500))}"
@@ -69,13 +66,13 @@ class RunReporter:
         elif event.type is EventType.failed:
             run = self.runs.update(run.id, state=JobState.failed.value, finished_at=event.at)
             said.append(Post(failure_message(run, _failure(data))))
-            self._upload_plot(slack, run)
+            said.extend(_reward_curve(run))
         elif event.type is EventType.succeeded:
             run = self.runs.update(
                 run.id, state=JobState.succeeded.value, finished_at=event.at, result=dict(data)
             )
             said.append(Post(success_message(run, data)))
-            self._upload_plot(slack, run)
+            said.extend(_reward_curve(run))
         elif event.type in (EventType.cancelled, EventType.lost):
             run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
             what = (
@@ -87,9 +84,7 @@ class RunReporter:
             said.append(Post(text_message(ended)))
         return run, said
 
-    def _rollouts(
-        self, slack: WebClient, run: Run, data: Mapping[str, Any], said: list[ThreadEffect]
-    ) -> Run:
+    def _rollouts(self, run: Run, data: Mapping[str, Any], said: list[ThreadEffect]) -> Run:
         """A validation's best and worst rollouts: their gist kept with the step's point (the
         status card shows the latest validation's), and the first validation's posted in full
         (bot.runs.rollout_samples says which are posted); the others are shown on request or, the
@@ -100,26 +95,13 @@ class RunReporter:
             log.warning("run %s: a rollouts event that does not parse", run.id)
             return run
         if first_validation(run, rollouts.step):
-            said.extend(rollouts_said(slack, run, rollouts, "the first validation"))
+            said.extend(rollouts_said(run, rollouts, "the first validation"))
         return self.runs.update(run.id, points=with_samples(run.points, rollouts))
 
-    def _upload_plot(self, slack: WebClient, run: Run) -> None:
-        if not run.points:
-            return
-        try:
-            png = reward_curve_png(run.points, run.script_name.removesuffix(".py"))
-            slack.files_upload_v2(
-                channel=run.key.channel,
-                thread_ts=run.key.thread,
-                content=png,
-                filename=f"{run.script_name.removesuffix('.py')}-rewards.png",
-                title="Reward curve",
-            )
-        except SlackApiError as error:
-            log.warning("plot upload failed for run %s: %s", run.id, error.response.get("error"))
-
-    def refresh_card(self, slack: WebClient, run: Run, *, force: bool = False) -> None:
-        """Update the run's status card, at most every CARD_MIN_INTERVAL unless `force`."""
+    def refresh_card(self, run: Run, *, force: bool = False) -> None:
+        """Update the run's status card through the outbox, at most every CARD_MIN_INTERVAL
+        unless `force` (a card held back by Slack's rate limits shows the newest state when it
+        gets through: the edits of one card are carried in order)."""
         if run.card_ts is None:
             return
         now = self.runs.now()
@@ -129,21 +111,21 @@ class RunReporter:
             and now - run.card_updated_at < CARD_MIN_INTERVAL
         ):
             return
-        card = status_card(run, now=now)
-        try:
-            slack.chat_update(
-                channel=run.key.channel, ts=run.card_ts, text=card.text, blocks=card.blocks
-            )
-        except SlackApiError as error:
-            log.warning(
-                "status card update failed for run %s: %s", run.id, error.response.get("error")
-            )
-            return
+        self.outbox.enqueue(run.key, [Edit(run.card_ts, status_card(run, now=now))])
         self.runs.update(run.id, card_updated_at=now)
 
-    def say(self, slack: WebClient, run: Run, text: str) -> None:
+    def say(self, run: Run, text: str) -> None:
         """Post `text` into the run's thread, through the outbox."""
         self.outbox.enqueue(run.key, [Post(text_message(text))])
+
+
+def _reward_curve(run: Run) -> list[ThreadEffect]:
+    """The run's reward curve as a file for its thread; none without a point to draw."""
+    if not run.points:
+        return []
+    name = run.script_name.removesuffix(".py")
+    png = reward_curve_png(run.points, name)
+    return [Upload(f"{name}-rewards.png", "Reward curve", png)]
 
 
 def _failure(data: Mapping[str, Any]) -> Failure:

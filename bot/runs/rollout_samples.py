@@ -18,23 +18,17 @@ the texts are escaped for mrkdwn and clipped, and a file holds the plain text.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
-
-from bot.delivery.effects import Post, ThreadEffect
+from bot.delivery.effects import Post, ThreadEffect, Upload
 from bot.delivery.outbox import Outbox
 from bot.runs.store import Run
 from bot.slack.blocks import text_message
 from bot.slack.text import clip, escape
 from runner.schemas import Rollout, RolloutMessage, ValidationRollouts
-
-log = logging.getLogger(__name__)
 
 MAX_POSTED_CHARS = 3_500
 """An excerpt longer than this goes into the thread as a file (with a short summary)."""
@@ -154,37 +148,27 @@ def first_validation(run: Run, step: int) -> bool:
     return not any(p.get("val") is not None and p["step"] < step for p in run.points)
 
 
-def post_rollouts(
-    slack: WebClient, outbox: Outbox, run: Run, rollouts: ValidationRollouts, why: str = ""
-) -> None:
-    """One message in the run's thread: the excerpt through the outbox, or a file (with a
+def post_rollouts(outbox: Outbox, run: Run, rollouts: ValidationRollouts, why: str = "") -> None:
+    """One message in the run's thread, through the outbox: the excerpt, or a file (with a
     summary as its comment) when the excerpt is too long to read in a message."""
-    outbox.enqueue(run.key, rollouts_said(slack, run, rollouts, why))
+    outbox.enqueue(run.key, rollouts_said(run, rollouts, why))
 
 
-def rollouts_said(
-    slack: WebClient, run: Run, rollouts: ValidationRollouts, why: str = ""
-) -> list[ThreadEffect]:
-    """`post_rollouts`, for the caller to queue in a transaction of its own: what the outbox
-    must post (the excerpt, or the summary when the file could not be uploaded); a long
-    excerpt's file is uploaded now."""
+def rollouts_said(run: Run, rollouts: ValidationRollouts, why: str = "") -> list[ThreadEffect]:
+    """`post_rollouts`, for the caller to queue in a transaction of its own: the excerpt as a
+    post, or as a file with the summary as its comment."""
     text = rollouts_text(rollouts, why)
     if len(text) <= MAX_POSTED_CHARS:
         return [Post(text_message(text))]
     name = run.script_name.removesuffix(".py")
-    try:
-        slack.files_upload_v2(
-            channel=run.key.channel,
-            thread_ts=run.key.thread,
-            content=rollouts_file(rollouts),
-            filename=f"{name}-rollouts-step-{rollouts.step}.txt",
-            title=f"Validation rollouts at step {rollouts.step}",
-            initial_comment=rollouts_summary(rollouts, why),
+    return [
+        Upload(
+            f"{name}-rollouts-step-{rollouts.step}.txt",
+            f"Validation rollouts at step {rollouts.step}",
+            rollouts_file(rollouts),
+            rollouts_summary(rollouts, why),
         )
-    except SlackApiError as error:
-        log.warning("rollouts upload failed for run %s: %s", run.id, error.response.get("error"))
-        return [Post(text_message(rollouts_summary(rollouts, why)))]
-    return []
+    ]
 
 
 def _message_mrkdwn(message: RolloutMessage) -> str:

@@ -165,7 +165,6 @@ class RunService:
         script = self.script_of(run)
         if script is None:
             self._end(
-                slack,
                 run,
                 "rejected",
                 ":x: The approved script changed or is gone from the bot's host: "
@@ -198,10 +197,10 @@ class RunService:
                 submit_attempts=attempts,
                 next_attempt_at=self.runs.now() + delay,
             )
-            self._say_unreachable(slack, run, WAITING_FOR_RUNNER.format(error=shown(error, 200)))
+            self._say_unreachable(run, WAITING_FOR_RUNNER.format(error=shown(error, 200)))
             return
         except RunnerRejected as error:
-            self._end(slack, run, "rejected", REFUSED.format(error=shown(error, 1_000)))
+            self._end(run, "rejected", REFUSED.format(error=shown(error, 1_000)))
             return
         run = self.runs.update(
             run.id, job_id=job.id, state=job.state.value, unreachable_notified=False
@@ -226,15 +225,15 @@ class RunService:
             if run.job_id is None:
                 continue
             try:
-                slack = client_for(run.key.team)
+                client_for(run.key.team)  # only to know the app is still in the workspace
             except NotInstalled:
                 continue  # the app left that workspace: its runs wait for a reinstall
             try:
                 page = self.client.events(run.job_id, after=run.cursor, wait=0)
             except RunnerClientError as error:
-                self.following_failed(slack, run.id, error)
+                self.following_failed(run.id, error)
                 continue
-            self.apply(slack, run.id, page)
+            self.apply(run.id, page)
 
     def submit_due(self, client_for: ClientFor, shard: Shard = ALONE) -> None:
         """Submit the runs (of `shard`'s threads) waiting for the runner whose next attempt is
@@ -257,7 +256,7 @@ class RunService:
         """Call `callback(run)` as soon as a run has its job (the follower follows it then)."""
         self._submitted_callbacks.append(callback)
 
-    def apply(self, slack: WebClient, run_id: int, page: EventsPage) -> Run | None:
+    def apply(self, run_id: int, page: EventsPage) -> Run | None:
         """Tell the run's thread what the events of `page` say, those after the run's stored
         cursor only (a page fetched twice is told once); the run as it is now, None if gone.
         The cursor moves after each event is handled: a restarted bot repeats nothing."""
@@ -267,12 +266,12 @@ class RunService:
                 return None
             if run.unreachable_notified:
                 run = self.runs.update(run.id, unreachable_notified=False)
-                self.reporter.say(slack, run, ":electric_plug: The GPU runner answers again.")
+                self.reporter.say(run, ":electric_plug: The GPU runner answers again.")
             new = [event for event in page.events if event.seq > run.cursor]
             for event in new:
-                run, said = self.reporter.handle(slack, run, event)
+                run, said = self.reporter.handle(run, event)
                 if event.type is EventType.succeeded:
-                    said += self._last_rollouts(slack, run)
+                    said += self._last_rollouts(run)
                 # What the event says, and the cursor past it, in one transaction.
                 self.reporter.outbox.enqueue(
                     run.key, said, also=self.runs.moving_cursor(run.id, event.seq)
@@ -282,10 +281,10 @@ class RunService:
             # at most every
             # CARD_MIN_INTERVAL; the end at once.
             shown_now = not run.active or any(e.type in SHOWN_AT_ONCE for e in new)
-            self.reporter.refresh_card(slack, run, force=bool(new) and shown_now)
+            self.reporter.refresh_card(run, force=bool(new) and shown_now)
             return self.runs.get(run_id)
 
-    def _last_rollouts(self, slack: WebClient, run: Run) -> list[ThreadEffect]:
+    def _last_rollouts(self, run: Run) -> list[ThreadEffect]:
         """The run succeeded: its last validation's rollouts, unless that was the first (posted
         already). Without them (no validation, a Ray job, the runner unreachable) nothing."""
         if run.job_id is None:
@@ -296,10 +295,10 @@ class RunService:
             log.warning("run %s: no last rollouts: %s", run.id, error)
             return []
         if page.rollouts is not None and page.rollouts.step != min(page.steps):
-            return rollouts_said(slack, run, page.rollouts, "the last validation")
+            return rollouts_said(run, page.rollouts, "the last validation")
         return []
 
-    def show_rollouts(self, slack: WebClient, key: SessionKey, step: int | None) -> bool:
+    def show_rollouts(self, key: SessionKey, step: int | None) -> bool:
         """`show rollouts [step]` in a thread: the best and worst rollouts of that validation
         of the thread's latest run (the latest validation without `step`). False when the
         thread has no run that reached the runner (the text is then not a request for us)."""
@@ -310,20 +309,20 @@ class RunService:
         try:
             page = self.client.rollouts(str(run.job_id), step)
         except RunnerClientError as error:
-            self.reporter.say(slack, run, NO_ROLLOUTS_RUNNER.format(error=shown(error, 300)))
+            self.reporter.say(run, NO_ROLLOUTS_RUNNER.format(error=shown(error, 300)))
             return True
         if page.rollouts is not None:
-            post_rollouts(slack, self.reporter.outbox, run, page.rollouts)
+            post_rollouts(self.reporter.outbox, run, page.rollouts)
         elif page.steps:
             steps = ", ".join(str(s) for s in page.steps)
             self.reporter.say(
-                slack, run, f"No validation rollouts at step {step}. Steps with some: {steps}."
+                run, f"No validation rollouts at step {step}. Steps with some: {steps}."
             )
         else:
-            self.reporter.say(slack, run, NO_ROLLOUTS_YET)
+            self.reporter.say(run, NO_ROLLOUTS_YET)
         return True
 
-    def following_failed(self, slack: WebClient, run_id: int, error: RunnerClientError) -> None:
+    def following_failed(self, run_id: int, error: RunnerClientError) -> None:
         """Asking for a run's events failed: an unreachable runner is told once (following goes
         on); a runner that no longer knows the job ends the run as lost."""
         with self._following(run_id):
@@ -331,9 +330,9 @@ class RunService:
             if run is None or not run.active:
                 return
             if isinstance(error, RunnerRejected):
-                self._end(slack, run, "lost", UNKNOWN_JOB.format(error=shown(error, 300)))
+                self._end(run, "lost", UNKNOWN_JOB.format(error=shown(error, 300)))
             else:
-                self._say_unreachable(slack, run, LOST_CONTACT.format(error=shown(error, 200)))
+                self._say_unreachable(run, LOST_CONTACT.format(error=shown(error, 200)))
 
     @contextmanager
     def _following(self, run_id: int) -> Iterator[None]:
@@ -343,16 +342,16 @@ class RunService:
         with lock:
             yield
 
-    def _end(self, slack: WebClient, run: Run, state: str, text: str) -> None:
+    def _end(self, run: Run, state: str, text: str) -> None:
         """The run ends without a job's result (`rejected`, `lost`): record it and say why."""
         self.runs.update(run.id, state=state, finished_at=self.runs.now())
-        self.reporter.say(slack, run, text)
+        self.reporter.say(run, text)
 
-    def _say_unreachable(self, slack: WebClient, run: Run, text: str) -> None:
+    def _say_unreachable(self, run: Run, text: str) -> None:
         """Say once that the runner cannot be reached; it is said again only after it answered."""
         if not run.unreachable_notified:
             self.runs.update(run.id, unreachable_notified=True)
-            self.reporter.say(slack, run, text)
+            self.reporter.say(run, text)
 
     # -- listings --
 

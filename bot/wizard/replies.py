@@ -126,7 +126,7 @@ class Replies:
         request = rollouts_request(incoming.reply.text)
         if request is None or self.runs is None:
             return False
-        return self.runs.show_rollouts(client, incoming.key, request.step)
+        return self.runs.show_rollouts(incoming.key, request.step)
 
     def _stuck(self, stored: StoredSession) -> bool:
         """An active thread whose open question is neither on its way nor live in Slack."""

@@ -17,7 +17,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.delivery.effects import Ask, Post, Retire, Update
+from bot.delivery.effects import Ask, Post, Retire, ThreadEffect, Update, Upload
 from bot.delivery.outbox import Outbox
 from bot.slack.blocks import (
     MAX_BLOCKS,
@@ -218,7 +218,7 @@ class ScriptResults:
             ],
         )
         if card.dryrun == DRYRUN_RUNNING:
-            self._executor.submit(self._dryrun_and_report, client, key, path, card)
+            self._executor.submit(self._dryrun_and_report, key, path, card)
 
     def _dryrun_line(self, report: CheckReport) -> str:
         """The card's dry-run line before the dry run: under way, or why there is none. Only
@@ -250,9 +250,7 @@ class ScriptResults:
                 log.warning("files.info failed in %s: %s", key, error.response.get("error"))
         return str(file.get("permalink") or "") or None
 
-    def _dryrun_and_report(
-        self, client: WebClient, key: SessionKey, path: Path, card: ResultCard
-    ) -> None:
+    def _dryrun_and_report(self, key: SessionKey, path: Path, card: ResultCard) -> None:
         assert self._dryrun is not None
         try:
             report = self._dryrun(path)
@@ -269,23 +267,11 @@ class ScriptResults:
         }[report.verdict]
         full = without_host_folders(report.format(), path)
         shown = f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"
-        self._outbox.enqueue(key, [card.with_dryrun(shown).update()])
+        said: list[ThreadEffect] = [card.with_dryrun(shown).update()]
         if len(full) > REPORT_IN_MESSAGE:
             # Too long for the card: the whole report goes into the thread as a file (rare).
-            try:
-                client.files_upload_v2(
-                    channel=key.channel,
-                    thread_ts=key.thread,
-                    content=full,
-                    filename=f"{path.stem}.dryrun.txt",
-                    title=f"Dry run of {path.name}",
-                )
-            except SlackApiError as error:
-                log.warning(
-                    "uploading the dry-run report failed in %s: %s",
-                    key,
-                    error.response.get("error"),
-                )
+            said.append(Upload(f"{path.stem}.dryrun.txt", f"Dry run of {path.name}", full))
+        self._outbox.enqueue(key, said)
 
 
 RESULT_CARD_HEAD = ":page_facing_up: Your training script"

@@ -81,7 +81,6 @@ def a_finished_run(
 ) -> tuple[SlackUser, Run]:
     """A wizard thread with `answers` whose approved run trained with `rewards` (one a step)
     and then succeeded (or failed), as the runner tells it."""
-    client = bot.app.client_for(TEAM_ID)
     key, run = an_approved_run(bot, answers)
     runs = runs_of(bot)
     job = f"job-{run.id}"
@@ -103,7 +102,7 @@ def a_finished_run(
         )
     )
     page = EventsPage(job_id=job, events=[*events, end], next_after=end.seq, finished=True)
-    runs.apply(client, run.id, page)
+    runs.apply(run.id, page)
     user = SlackUser(bot, thread=key.thread)
     user.settle()
     finished = runs.runs.get(run.id)
@@ -291,7 +290,7 @@ def a_served_run(
             data={"model": "math-solver@12", "inference_url": model_url, "step": 12},
         )
         page = EventsPage(job_id=done.job_id, events=[done], next_after=1, finished=True)
-        runs.apply(bot.app.client_for(TEAM_ID), retry.id, page)
+        runs.apply(retry.id, page)
         user.settle()
     return user, run
 
@@ -360,7 +359,6 @@ def test_an_event_whose_cursor_could_not_move_is_told_once_when_it_comes_again(
     record the cursor (a crash, the database gone) has queued nothing, and the event, fetched
     again, is told once."""
     bot = a_bot(make_bot)
-    client = bot.app.client_for(TEAM_ID)
     key, run = an_approved_run(bot)
     runs = runs_of(bot)
     runs.runs.update(run.id, job_id="job-1", state="queued")
@@ -378,14 +376,14 @@ def test_an_event_whose_cursor_could_not_move_is_told_once_when_it_comes_again(
 
     runs.runs.moving_cursor = failing_cursor  # type: ignore[method-assign]
     with pytest.raises(OperationalError):
-        runs.apply(client, run.id, page)
+        runs.apply(run.id, page)
     runs.runs.moving_cursor = moving_cursor  # type: ignore[method-assign]
     stuck = runs.runs.get(run.id)
     assert stuck is not None and stuck.cursor == 0
     assert bot.service.outbox.rows(key) == []  # nothing queued with it
 
-    runs.apply(client, run.id, page)  # the follower fetches the page again
-    runs.apply(client, run.id, page)  # and once more: the cursor is past it now
+    runs.apply(run.id, page)  # the follower fetches the page again
+    runs.apply(run.id, page)  # and once more: the cursor is past it now
     SlackUser(bot, thread=key.thread).settle()
 
     told = [m for m in fake.thread(CHANNEL_ID, key.thread) if "Training started" in m.text]

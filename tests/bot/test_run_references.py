@@ -110,7 +110,7 @@ def a_run(
         data = {"kind": "oom", "summary": "CUDA out of memory."}
         events.append(JobEvent(seq=2, job_id=job, type=ends, at=at, data=data))
     page = EventsPage(job_id=job, events=events, next_after=len(events), finished=ends is not None)
-    runs.apply(client, run.id, page)
+    runs.apply(run.id, page)
     user = SlackUser(bot, user=OWNER, channel=channel, thread=key.thread, team=team)
     user.settle()
     found = runs.runs.get(run.id)

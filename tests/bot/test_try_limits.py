@@ -177,7 +177,7 @@ def served_run_in(bot: Bot, team: str, user: str, model_url: str) -> SlackUser:
         data={"model": "math-solver@12", "inference_url": model_url, "step": 12},
     )
     page = EventsPage(job_id=done.job_id, events=[done], next_after=1, finished=True)
-    runs.apply(bot.app.client_for(team), run.id, page)
+    runs.apply(run.id, page)
     tries = SlackUser(bot, user=user, channel=channel, thread=key.thread, team=team)
     tries.settle()
     return tries
