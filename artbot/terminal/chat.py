@@ -15,6 +15,7 @@ from pathlib import Path
 from sqlalchemy.exc import SQLAlchemyError
 
 from artbot.exit_status import (
+    EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -408,10 +409,12 @@ class Chat:
             return checked
         data_files = [Path(str(answers[name])) for name in DATA_FILE_ANSWERS if answers.get(name)]
         dry_run = self._dry_run(written.path, data_files)
-        return checked if dry_run is not False else EXIT_PROBLEMS
+        return checked if dry_run is None or dry_run == EXIT_OK else dry_run
 
-    def _dry_run(self, path: Path, data_files: list[Path]) -> bool | None:
-        """True or False as the dry run went; None when it is not available."""
+    def _dry_run(self, path: Path, data_files: list[Path]) -> int | None:
+        """The exit status `artbot dryrun` would give (EXIT_OK, EXIT_PROBLEMS, or
+        EXIT_INCONCLUSIVE when the stand-in could not play the game); None when it is not
+        available."""
         try:
             from checks.dryrun import dryrun_script  # imported late: the dry run is optional
         except ImportError as error:
@@ -425,6 +428,8 @@ class Chat:
             )
         except (OSError, ValueError) as error:
             self.terminal.problem(f"The dry run could not start: {error}")
-            return False
+            return EXIT_PROBLEMS
         self.terminal.say(report.format())
-        return report.ok
+        return {"ok": EXIT_OK, "failed": EXIT_PROBLEMS, "inconclusive": EXIT_INCONCLUSIVE}[
+            report.verdict
+        ]

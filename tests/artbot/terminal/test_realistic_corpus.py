@@ -15,12 +15,15 @@ terminal reads ahead at code and data questions, so it cannot be answered one pr
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from artbot.exit_status import EXIT_INCONCLUSIVE
 from artbot.terminal.markup import terminal_text
 from checks.script_format import formatted_script
 from flows import (
@@ -36,11 +39,12 @@ from flows import (
     begin,
     replay,
 )
-from tests.artbot.terminal.test_chat import chat, questions
+from tests.artbot.terminal.test_chat import chat, environment, questions
 from tests.flows.realistic import REALISTIC
 from tests.flows.realistic_agents import (
     email_agent,
     game_2048_free_text,
+    invalid_moves_game,
     tic_tac_toe_letters_on_top,
 )
 from tests.flows.realistic_tasks import (
@@ -201,3 +205,27 @@ def test_a_realistic_wizard_typed_at_a_terminal_writes_the_script_of_its_answers
     assert result.returncode == 0, result.stdout + result.stderr
     script = tmp_path / "work" / f"{answers['run_name']}.py"
     assert script.read_text() == formatted_script(replay(TRAIN_RL, answers).answers)
+
+
+@pytest.mark.slow
+def test_a_chat_whose_dry_run_proves_nothing_exits_as_artbot_dryrun_does(tmp_path: Path) -> None:
+    """The stand-in player cannot find this game's moves: the script is fine, the dry run is
+    inconclusive, and `artbot chat` says so with `artbot dryrun`'s status (4), not a failure."""
+    answers = invalid_moves_game()
+    (tmp_path / "work").mkdir()
+    lines, _ = replies_for(answers)
+
+    result = subprocess.run(
+        [sys.executable, "-m", "artbot.cli", "chat", "--session", "moves"],
+        input="".join(f"{line}\n" for line in lines),
+        cwd=tmp_path / "work",
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+    assert "dry run INCONCLUSIVE" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == EXIT_INCONCLUSIVE, result.stdout + result.stderr
+    assert (tmp_path / "work" / f"{answers['run_name']}.py").is_file()
