@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,31 +98,51 @@ def _refuse(noun: str, problems: list[str], bad: int, total: int) -> InvalidAnsw
     )
 
 
+class Unusable(ValueError):
+    """What makes one record unusable: one or more problems, each said on a line of its own."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def _checked(
+    records: Iterable[tuple[str, int, str]], read: Callable[[Any], Any], noun: str
+) -> list[Any]:
+    """Each record's JSON as `read` takes it (ValueError, or Unusable, says why not); when any is
+    unusable, InvalidAnswer lists them all by line and nothing is kept."""
+    taken: list[Any] = []
+    problems: list[str] = []
+    bad = total = 0
+    for where, number, line in records:
+        total += 1
+        try:
+            item = read(_load(line))
+        except ValueError as error:
+            bad += 1
+            found = error.problems if isinstance(error, Unusable) else [str(error)]
+            problems += [f"{where} {number}: {p}" for p in found]
+            continue
+        if not bad:
+            taken.append(item)
+    if bad:
+        raise _refuse(noun, problems, bad, total)
+    if not taken:
+        raise InvalidAnswer(f"There are no {noun}s in that: one JSON object per line, please.")
+    return taken
+
+
+def _trainable(row: Any) -> dict[str, Any]:
+    problems = row_problems(row)
+    if problems:
+        raise Unusable(problems)
+    return row
+
+
 def dataset_rows(value: str, answers: Answers) -> list[dict[str, Any]]:
     """The training rows of a pasted or uploaded dataset (JSONL, or a JSON array), each one a
     row ART can train on; InvalidAnswer lists the rows that are not, by line."""
-    rows: list[dict[str, Any]] = []
-    problems: list[str] = []
-    bad = total = 0
-    for where, number, line in _records(value):
-        total += 1
-        try:
-            row = _load(line)
-        except ValueError as error:
-            bad += 1
-            problems.append(f"{where} {number}: {error}")
-            continue
-        found = row_problems(row)
-        if found:
-            bad += 1
-            problems += [f"{where} {number}: {p}" for p in found]
-        elif not bad:
-            rows.append(row)
-    if bad:
-        raise _refuse("row", problems, bad, total)
-    if not rows:
-        raise InvalidAnswer("There are no rows in that: one JSON object per line, please.")
-    return rows
+    return _checked(_records(value), _trainable, "row")
 
 
 # ---- prompts for distillation --------------------------------------------------------------
@@ -146,27 +166,12 @@ def prompt_rows(value: str, answers: Answers) -> list[dict[str, Any]]:
             for n, line in enumerate(io.StringIO(value.lstrip("\ufeff")), 1)
             if line.strip()
         )
-    prompts: list[dict[str, Any]] = []
-    problems: list[str] = []
-    bad = total = 0
-    for where, number, line in records:
-        total += 1
-        try:
-            prompt = _prompt(_load(line))
-        except ValueError as error:
-            bad += 1
-            problems.append(f"{where} {number}: {error}")
-            continue
-        prompts.append(prompt)
-    if bad:
-        raise _refuse("prompt", problems, bad, total)
-    if not prompts:
-        raise InvalidAnswer("There are no prompts in that.")
-    return prompts
+    return _checked(records, _prompt, "prompt")
 
 
 def _prompt(record: Any) -> dict[str, Any]:
-    """One prompt as {"messages": [...], "tools": [...]}; ValueError says what is wrong."""
+    """One prompt as {"messages": [...], "tools": [...]}; ValueError (or Unusable) says what is
+    wrong."""
     if isinstance(record, str):
         record = {"prompt": record}
     if not isinstance(record, dict):
@@ -187,7 +192,7 @@ def _prompt(record: Any) -> dict[str, Any]:
     if tools is not None:
         problems += tools_problems(tools)
     if problems:
-        raise ValueError("; ".join(problems))
+        raise Unusable(problems)
     return {"messages": messages, **({"tools": tools} if tools else {})}
 
 

@@ -24,6 +24,7 @@ from flows.entry_points import (
 from flows.flow import Flow, Part
 from flows.http_tools import tool_auth, tool_auth_display, tool_endpoints
 from flows.judge_models import JUDGE_MODELS, judge_caution, judge_model_id
+from flows.run_steps import base_model_step, project_step, run_name_step
 from flows.simulated_user import has_simulated_user, simulated_user, simulated_user_display
 from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text, ValuesMenu
 from flows.third_party import imported_modules, requirements, suggested_requirements, third_party
@@ -38,11 +39,6 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     # Room to think, then answer: a reply cut off at the limit is scored as it stands.
     "max_completion_tokens": 1024,
 }
-BASE_MODELS = (
-    "OpenPipe/Qwen3-14B-Instruct",
-    "Qwen/Qwen3-30B-A3B-Instruct-2507",
-    "meta-llama/Llama-3.1-8B-Instruct",
-)
 MAX_TURNS = 1_000
 INVALID_ACTION_REWARD = -1  # the script's INVALID_ACTION_REWARD, said in the wizard
 
@@ -1107,35 +1103,9 @@ TRAIN_RL = Flow(
             example="8",
             title="Validation cap",
         ),
-        Choice(
-            "base_model",
-            "Which base model should training start from?",
-            options=tuple(Option(m, m) for m in BASE_MODELS),
-            title="Base model",
-        ),
-        Text(
-            "project",
-            "What is the project called?",
-            guide="A name of letters, digits, `.`, `_` and `-`; a project groups its runs.",
-            parse=v.slug(),
-            default=lambda a: "rl-project",
-            default_label="`rl-project`",
-            example="rl-project",
-            title="Project",
-        ),
-        Text(
-            "run_name",
-            "What is this run called?",
-            guide=(
-                "A static, descriptive name of letters, digits, `.`, `_` and `-` (I won't make "
-                "one up). It names the model, its checkpoints and the script (`<name>.py`, so "
-                "not a module's name such as `random` or `art`); resuming uses it."
-            ),
-            parse=v.script_name(lambda answers: imported_modules(user_code(answers))),
-            help="It names the model and its checkpoints; resuming uses it, so keep it stable.",
-            example="math-solver-001",
-            title="Run name",
-        ),
+        base_model_step(),
+        project_step("rl-project"),
+        run_name_step(lambda answers: imported_modules(user_code(answers)), "math-solver-001"),
         Choice(
             "backend",
             "Where does training run?",

@@ -13,6 +13,7 @@ from flows import validators as v
 from flows.conditions import all_of, is_, not_
 from flows.entry_points import entry_point, positional_call, require_plain
 from flows.flow import Flow, Part
+from flows.run_steps import base_model_step, project_step, run_name_step
 from flows.sft_dataset import (
     counted,
     dataset_rows,
@@ -24,7 +25,6 @@ from flows.sft_dataset import (
 from flows.sft_rows import held_out, skill_defaults
 from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Text, ValuesMenu
 from flows.third_party import imported_modules, third_party
-from flows.train_rl import BASE_MODELS
 
 FROM_FILE = is_("scenario", "file")
 DISTILLATION = not_(FROM_FILE)
@@ -472,9 +472,7 @@ TRAIN_SFT = Flow(
             accepts_files=(".jsonl", ".json", ".txt"),
             display=_rows_display("prompt"),
             caution=lambda a: (
-                summary_text(a["prompts"], "prompt")
-                if isinstance(a.get("prompts"), list)
-                else None
+                summary_text(a["prompts"], "prompt") if isinstance(a.get("prompts"), list) else None
             ),
             example=(
                 "Hi, I'm Sarah Chen, VP of Engineering at Acme Corp.\n"
@@ -544,34 +542,10 @@ TRAIN_SFT = Flow(
             example="0.1",
             title="Validation fraction",
         ),
-        Choice(
-            "base_model",
-            "Which base model should training start from?",
-            options=tuple(Option(m, m) for m in BASE_MODELS),
-            help="The models ART's SFT skill recommends.",
-            title="Base model",
-        ),
-        Text(
-            "project",
-            "What is the project called?",
-            guide="A name of letters, digits, `.`, `_` and `-`; a project groups its runs.",
-            parse=v.slug(),
-            default=lambda a: "sft-project",
-            default_label="`sft-project`",
-            example="sft-project",
-            title="Project",
-        ),
-        Text(
-            "run_name",
-            "What is this run called?",
-            guide=(
-                "A static, descriptive name of letters, digits, `.`, `_` and `-` (I won't make "
-                "one up). It names the model, its checkpoints and the script (`<name>.py`)."
-            ),
-            parse=v.script_name(lambda a: imported_modules([str(a.get("prompt_generator", ""))])),
-            help="It names the model and its checkpoints; resuming uses it, so keep it stable.",
-            example="pii-redactor-001",
-            title="Run name",
+        base_model_step(help="The models ART's SFT skill recommends."),
+        project_step("sft-project"),
+        run_name_step(
+            lambda a: imported_modules([str(a.get("prompt_generator", ""))]), "pii-redactor-001"
         ),
         Choice(
             "hyperparameters",

@@ -35,6 +35,22 @@ def sft() -> Conversation:
     return Conversation(flow=TRAIN_SFT)
 
 
+def at_teacher_key(
+    backend: str = "serverless", url: str = "https://api.openai.com/v1"
+) -> Conversation:
+    """A distillation with OpenAI's gpt-5.4 as its teacher, asking for its key's variable."""
+    chat = sft()
+    chat.play(
+        [
+            ("distillation", "backend"),
+            (backend, "teacher_model"),
+            ("gpt-5.4", "teacher_base_url"),
+            (url, "teacher_key_env"),
+        ]
+    )
+    return chat
+
+
 def test_train_sft_is_registered_beside_train_rl() -> None:
     assert FLOWS["train-sft"] is TRAIN_SFT
     assert sorted(FLOWS) == ["train-rl", "train-sft"]
@@ -138,15 +154,7 @@ def test_distillation_from_pasted_prompts_asks_for_the_teacher_and_the_name_of_i
 
 
 def test_distillation_from_a_generator_on_a_local_gpu() -> None:
-    chat = sft()
-    chat.play(
-        [
-            ("distillation", "backend"),
-            ("local", "teacher_model"),
-            ("gpt-5.4", "teacher_base_url"),
-            ("https://api.openai.com/v1/", "teacher_key_env"),
-        ]
-    )
+    chat = at_teacher_key("local", "https://api.openai.com/v1/")
     asked = chat.asked()
     assert asked is not None and "Reply `default`" in asked.hint
     chat.play(
@@ -180,32 +188,15 @@ def test_prompts_come_as_text_lines_jsonl_or_an_uploaded_file() -> None:
         (PROMPTS_JSONL, Reply(attachments=(Attachment("prompts.jsonl", PROMPTS_JSONL.encode()),))),
         (PROMPTS_TEXT, Reply(attachments=(Attachment("prompts.txt", PROMPTS_TEXT.encode()),))),
     ):
-        chat = sft()
-        chat.play(
-            [
-                ("distillation", "backend"),
-                ("serverless", "teacher_model"),
-                ("gpt-5.4", "teacher_base_url"),
-                ("https://api.openai.com/v1", "teacher_key_env"),
-                ("default", "prompts_source"),
-                ("upload", "prompts"),
-            ]
-        )
+        chat = at_teacher_key()
+        chat.play([("default", "prompts_source"), ("upload", "prompts")])
         chat.send(reply)
         assert chat.problem() is None, (prompts[:40], chat.problem())
         assert len(chat.session.answers["prompts"]) == len(INTRODUCTIONS)
 
 
 def test_a_key_pasted_where_its_variable_name_goes_is_refused_and_never_stored() -> None:
-    chat = sft()
-    chat.play(
-        [
-            ("distillation", "backend"),
-            ("serverless", "teacher_model"),
-            ("gpt-5.4", "teacher_base_url"),
-            ("https://api.openai.com/v1", "teacher_key_env"),
-        ]
-    )
+    chat = at_teacher_key()
     before = chat.session.answers
     chat.say("sk-proj-" + "A1b2C3d4E5" * 5)
     problem = chat.problem()

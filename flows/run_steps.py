@@ -1,0 +1,56 @@
+"""The questions every wizard ends its "Model and run" part with: the base model, the project
+and the run's name, the same words in each flow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from flows import validators as v
+from flows.steps import Answers, Choice, Option, Text
+
+BASE_MODELS = (
+    "OpenPipe/Qwen3-14B-Instruct",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    "meta-llama/Llama-3.1-8B-Instruct",
+)
+"""The models ART's skills (train-rl and train-sft) recommend."""
+
+
+def base_model_step(help: str = "") -> Choice:
+    return Choice(
+        "base_model",
+        "Which base model should training start from?",
+        options=tuple(Option(m, m) for m in BASE_MODELS),
+        help=help,
+        title="Base model",
+    )
+
+
+def project_step(default: str) -> Text:
+    return Text(
+        "project",
+        "What is the project called?",
+        guide="A name of letters, digits, `.`, `_` and `-`; a project groups its runs.",
+        parse=v.slug(),
+        default=lambda a: default,
+        default_label=f"`{default}`",
+        example=default,
+        title="Project",
+    )
+
+
+def run_name_step(imports: Callable[[Answers], Iterable[str]], example: str) -> Text:
+    """The run's name, which names the script too: not a module the user's code imports."""
+    return Text(
+        "run_name",
+        "What is this run called?",
+        guide=(
+            "A static, descriptive name of letters, digits, `.`, `_` and `-` (I won't make "
+            "one up). It names the model, its checkpoints and the script (`<name>.py`, so "
+            "not a module's name such as `random` or `art`); resuming uses it."
+        ),
+        parse=v.script_name(imports),
+        help="It names the model and its checkpoints; resuming uses it, so keep it stable.",
+        example=example,
+        title="Run name",
+    )
