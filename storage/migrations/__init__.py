@@ -25,7 +25,7 @@ Alembic is imported where it is used: only commands that migrate need it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +38,7 @@ from storage.database import (
     normalize_database_url,
     sqlite_file,
 )
-from storage.migrations.differences import model_tables, schema_differences
+from storage.migrations.differences import schema_differences
 from storage.migrations.lock import locked_transaction
 
 if TYPE_CHECKING:
@@ -49,15 +49,29 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().parent
 
 
+WITHOUT_MODELS = "without_models"
+"""An attribute env.py reads: set, it configures Alembic without the chain's models (a plain
+upgrade runs the revisions, which spell out their tables; autogenerate needs the models)."""
+
+
 @dataclass(frozen=True)
 class MigrationChain:
     """One database's schema history: where its revisions are, the table that records which
-    one the database is at, and the models they manage."""
+    one the database is at, and the tables they manage: by name, and as models loaded only when
+    needed (adopting tables no migration recorded, autogenerate). An upgrade needs the names
+    alone, so a program that runs the migrations need not import every model's module (the
+    terminal chat upgrades the bot's database without loading Slack's SDK)."""
 
     name: str
     versions_dir: Path
     version_table: str
-    tables: tuple[MetaData, ...]
+    table_names: frozenset[str]
+    load_tables: Callable[[], tuple[MetaData, ...]]
+
+    @property
+    def tables(self) -> tuple[MetaData, ...]:
+        """The models of the chain's tables (their modules imported now)."""
+        return self.load_tables()
 
 
 class MigrationRefused(Exception):
@@ -168,6 +182,7 @@ def upgrade(
                 command.stamp(config, "head")
                 log.info("adopted tables %s and stamped %s", sorted(present), head(chain))
             else:
+                config.attributes[WITHOUT_MODELS] = True  # the revisions say what to do
                 command.upgrade(config, "head")
     finally:
         engine.dispose()
@@ -175,7 +190,7 @@ def upgrade(
 
 def _present_tables(connection: Connection, chain: MigrationChain, schema: str | None) -> set[str]:
     existing = set(inspect(connection).get_table_names(schema=schema))
-    return {table.name for table in model_tables(chain.tables)} & existing
+    return set(chain.table_names) & existing
 
 
 def _stamped_revision(

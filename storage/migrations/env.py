@@ -15,12 +15,11 @@ from alembic import context
 from sqlalchemy import Connection
 
 from storage.database import create_database_engine
-from storage.migrations import MigrationChain
-from storage.migrations.differences import model_tables
+from storage.migrations import WITHOUT_MODELS, MigrationChain
 
 config = context.config
 chain: MigrationChain = config.attributes["chain"]
-chain_tables = {table.name for table in model_tables(chain.tables)}
+chain_tables = chain.table_names
 
 
 def is_the_chains(name: str | None, type_: str, _parent: Any) -> bool:
@@ -32,7 +31,8 @@ def run_migrations(connection: Connection) -> None:
     """Run the pending migrations on `connection`, the version table in the same schema."""
     context.configure(
         connection=connection,
-        target_metadata=list(chain.tables),
+        # The models only where they are compared with the database (autogenerate).
+        target_metadata=None if config.attributes.get(WITHOUT_MODELS) else list(chain.tables),
         version_table=chain.version_table,
         version_table_schema=config.attributes.get("schema"),
         include_name=is_the_chains,

@@ -451,3 +451,30 @@ def test_an_older_runners_tables_are_adopted(database: Database) -> None:
     kept = store.get("job1")
     assert kept is not None and kept.id == job.id  # nothing dropped and made again
     store.close()
+
+
+@pytest.mark.parametrize("chain", [BOT_DATABASE, RUNNER_DATABASE], ids=lambda c: c.name)
+def test_a_chain_names_exactly_the_tables_of_its_models(chain: db.MigrationChain) -> None:
+    """An upgrade finds the chain's tables by name, without loading the models: the names must
+    be the models' own (a table added to a model and not here would never be adopted)."""
+    assert chain.table_names == {t.name for m in chain.tables for t in m.sorted_tables}
+
+
+def test_the_terminal_upgrades_the_bots_database_without_loading_slack(tmp_path: Path) -> None:
+    """`artbot chat` brings the bot's database to the newest revision at start-up; the Slack
+    SDK (the OAuth tables' models) is not needed for that, and is not imported."""
+    url = f"sqlite:///{tmp_path / 'chat.db'}"
+    probe = (
+        "import sys\n"
+        "import artbot.terminal.chat\n"
+        "from bot.migrations import BOT_DATABASE\n"
+        "from storage import migrations\n"
+        f"migrations.upgrade(BOT_DATABASE, {url!r})\n"
+        f"print(migrations.current(BOT_DATABASE, {url!r}))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('slack_sdk', 'slack_bolt'))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == [HEAD, "[]"]

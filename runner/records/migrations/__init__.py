@@ -17,6 +17,7 @@ RUNNER_DATABASE = MigrationChain(
     name="runner",
     versions_dir=Path(__file__).resolve().parent,
     version_table="runner_alembic_version",
-    tables=(runner_metadata,),
+    table_names=frozenset(runner_metadata.tables),
+    load_tables=lambda: (runner_metadata,),
 )
 """The chain of the runner's database: every table in it, from revision runner_0001 on."""
