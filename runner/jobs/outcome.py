@@ -15,8 +15,9 @@ from pathlib import Path
 from runner.jobs.failures import FailureContext, classify_failure, make_failure
 from runner.jobs.gpu import GpuInfo
 from runner.jobs.local.job_process import ExitStatus
-from runner.progress.art_records import Completion, has_checkpoints, read_completion
+from runner.progress.art_records import has_checkpoints
 from runner.progress.logfile import read_excerpt, read_tail
+from runner.progress.output_lines import Completion, read_completion
 from runner.records.store import JobRow, NewEvent
 from runner.schemas import EventType, Failure, FailureKind, JobState
 

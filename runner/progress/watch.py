@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from types import TracebackType
 
 from runner.jobs.job_folder import JobFolder
-from runner.progress.art_records import ArtProgress, OutputScanner, ProgressLines, Seen
+from runner.progress.art_records import ArtProgress, Seen
 from runner.progress.logfile import OutputFollower
+from runner.progress.output_lines import OutputScanner, ProgressLines
 from runner.records.store import NewEvent
 from runner.schemas import EventType, JobEvent
 

@@ -9,12 +9,14 @@ from runner.progress.art_records import (
     MAX_LINE_BYTES,
     ArtProgress,
     Baseline,
-    OutputScanner,
-    ProgressLines,
     Seen,
     find_model_folders,
     has_checkpoints,
     history_events,
+)
+from runner.progress.output_lines import (
+    OutputScanner,
+    ProgressLines,
     progress_line_event,
     read_completion,
 )

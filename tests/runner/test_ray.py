@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from runner.jobs.ray.job_api import RECREATED_ENTRYPOINT, RayJobs, RayJobSpec, RayStatus
-from runner.progress.art_records import PROGRESS_PREFIX
+from runner.progress.output_lines import PROGRESS_PREFIX
 from runner.schemas import EventType, FailureKind, JobEvent, JobState
 from tests.runner.conftest import Runner, RunnerFactory, job_environ, processes_with_env
 from tests.runner.ray_head import RayHead, start_ray_head

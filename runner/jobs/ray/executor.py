@@ -36,7 +36,8 @@ from runner.jobs.local.supervisor import RUN_FILES, CappedLog
 from runner.jobs.outcome import Ended, Ending, Outcome, settle
 from runner.jobs.ray.entry import FORCED_LINE
 from runner.jobs.ray.job_api import RayJobInfo, RayJobs, RayJobSpec, RayRefused, RayStatus
-from runner.progress.art_records import OutputScanner, ProgressLines, Seen
+from runner.progress.art_records import Seen
+from runner.progress.output_lines import OutputScanner, ProgressLines
 from runner.progress.watch import REPORTED_TYPES
 from runner.records.recorder import JobRecorder
 from runner.records.store import STARTED_STATES, JobRow, NewEvent
