@@ -24,9 +24,15 @@ from flows.entry_points import (
 from flows.flow import Flow, Part
 from flows.http_tools import tool_auth, tool_auth_display, tool_endpoints
 from flows.judge_models import JUDGE_MODELS, judge_caution, judge_model_id
-from flows.run_steps import base_model_step, project_step, run_name_step
+from flows.shared_steps import (
+    CUSTOM_HYPERPARAMETERS,
+    base_model_step,
+    hyperparameter_steps,
+    project_step,
+    run_name_step,
+)
 from flows.simulated_user import has_simulated_user, simulated_user, simulated_user_display
-from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text, ValuesMenu
+from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text
 from flows.third_party import imported_modules, requirements, suggested_requirements, third_party
 
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
@@ -119,9 +125,6 @@ def _reward_reason(answers: Answers) -> str:
         "Choose programmatic only when correctness is robustly checkable with code; custom only "
         "when the task genuinely mixes reward sources."
     )
-
-
-CUSTOM_HYPERPARAMETERS = is_("hyperparameters", "customize")
 
 
 def rollout_pattern(answers: Answers) -> str:
@@ -1115,27 +1118,8 @@ TRAIN_RL = Flow(
             ),
             title="Backend",
         ),
-        Choice(
-            "hyperparameters",
-            "Use the default hyperparameters, or customize them?",
-            guide=(
-                "The defaults: learning rate 1e-5, 4 rollouts per group, 2 groups per step, 50 "
-                "steps (open-ended loop) or 3 epochs (dataset loop), replies of up to 1024 tokens."
-            ),
-            options=(
-                Option("defaults", "Use defaults"),
-                Option("customize", "Customize"),
-            ),
-            recommend=lambda a: "defaults",
-            recommend_reads=(),
-            title="Hyperparameters",
-        ),
-        ValuesMenu(
-            "hyperparameter_values",
-            "Which hyperparameter do you want to change?",
-            guide="Pick one, then type its new value; Done keeps the values as shown.",
-            when=CUSTOM_HYPERPARAMETERS,
-            fields=(
+        *hyperparameter_steps(
+            (
                 _hyperparameter(
                     "learning_rate",
                     "Learning rate",
@@ -1184,12 +1168,11 @@ TRAIN_RL = Flow(
                     ),
                 ),
             ),
-            help=(
-                "Pick a value to change by its number or name, then type the new value. Say `done` "
-                "to keep the rest."
+            guide=(
+                "The defaults: learning rate 1e-5, 4 rollouts per group, 2 groups per step, 50 "
+                "steps (open-ended loop) or 3 epochs (dataset loop), replies of up to 1024 tokens."
             ),
             example="2",
-            title="Custom hyperparameters",
         ),
         Choice(
             "iteration",

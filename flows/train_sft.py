@@ -13,7 +13,6 @@ from flows import validators as v
 from flows.conditions import all_of, is_, not_
 from flows.entry_points import entry_point, positional_call, require_plain
 from flows.flow import Flow, Part
-from flows.run_steps import base_model_step, project_step, run_name_step
 from flows.sft_dataset import (
     counted,
     dataset_rows,
@@ -23,6 +22,13 @@ from flows.sft_dataset import (
     summary_text,
 )
 from flows.sft_rows import held_out, skill_defaults
+from flows.shared_steps import (
+    CUSTOM_HYPERPARAMETERS,
+    base_model_step,
+    hyperparameter_steps,
+    project_step,
+    run_name_step,
+)
 from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Text, ValuesMenu
 from flows.third_party import imported_modules, third_party
 
@@ -33,7 +39,6 @@ ROWS_ON_RUNNER = all_of(FROM_FILE, is_("dataset_source", "runner_file"))
 PROMPTS_HERE = all_of(DISTILLATION, is_("prompts_source", "paste", "upload"))
 PROMPT_GENERATOR = all_of(DISTILLATION, is_("prompts_source", "generator"))
 HELD_OUT = is_("val_split", "held_out")
-CUSTOM_HYPERPARAMETERS = is_("hyperparameters", "customize")
 LOCAL = is_("backend", "local")
 
 DEFAULT_PROMPT_COUNT = 100
@@ -547,24 +552,8 @@ TRAIN_SFT = Flow(
         run_name_step(
             lambda a: imported_modules([str(a.get("prompt_generator", ""))]), "pii-redactor-001"
         ),
-        Choice(
-            "hyperparameters",
-            "Use the default hyperparameters, or customize them?",
-            details=_hyperparameter_details,
-            options=(
-                Option("defaults", "Use defaults"),
-                Option("customize", "Customize"),
-            ),
-            recommend=lambda a: "defaults",
-            recommend_reads=(),
-            title="Hyperparameters",
-        ),
-        ValuesMenu(
-            "hyperparameter_values",
-            "Which hyperparameter do you want to change?",
-            guide="Pick one, then type its new value; Done keeps the values as shown.",
-            when=CUSTOM_HYPERPARAMETERS,
-            fields=(
+        *hyperparameter_steps(
+            (
                 _field(
                     "epochs",
                     "Epochs",
@@ -631,12 +620,8 @@ TRAIN_SFT = Flow(
                     hint="1 to 100 held-out rows sampled before and after training.",
                 ),
             ),
-            help=(
-                "Pick a value to change by its number or name, then type the new value. Say `done` "
-                "to keep the rest."
-            ),
+            details=_hyperparameter_details,
             example="1",
-            title="Custom hyperparameters",
         ),
     ],
     parts=[

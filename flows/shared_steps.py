@@ -1,12 +1,13 @@
-"""The questions every wizard ends its "Model and run" part with: the base model, the project
-and the run's name, the same words in each flow."""
+"""The questions every wizard asks in the same words: the base model, the project and the run's
+name; whether to customize the hyperparameters, and the menu that does."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
 from flows import validators as v
-from flows.steps import Answers, Choice, Option, Text
+from flows.conditions import is_
+from flows.steps import Answers, Choice, MenuField, Option, Text, ValuesMenu
 
 BASE_MODELS = (
     "OpenPipe/Qwen3-14B-Instruct",
@@ -14,6 +15,7 @@ BASE_MODELS = (
     "meta-llama/Llama-3.1-8B-Instruct",
 )
 """The models ART's skills (train-rl and train-sft) recommend."""
+CUSTOM_HYPERPARAMETERS = is_("hyperparameters", "customize")
 
 
 def base_model_step(help: str = "") -> Choice:
@@ -53,4 +55,43 @@ def run_name_step(imports: Callable[[Answers], Iterable[str]], example: str) -> 
         help="It names the model and its checkpoints; resuming uses it, so keep it stable.",
         example=example,
         title="Run name",
+    )
+
+
+def hyperparameter_steps(
+    fields: tuple[MenuField, ...],
+    *,
+    guide: str = "",
+    details: Callable[[Answers], str] | None = None,
+    example: str = "1",
+) -> tuple[Choice, ValuesMenu]:
+    """Use the defaults (said in `guide` or `details`) or customize them, then the menu of
+    `fields` when customizing."""
+    return (
+        Choice(
+            "hyperparameters",
+            "Use the default hyperparameters, or customize them?",
+            guide=guide,
+            details=details,
+            options=(
+                Option("defaults", "Use defaults"),
+                Option("customize", "Customize"),
+            ),
+            recommend=lambda a: "defaults",
+            recommend_reads=(),
+            title="Hyperparameters",
+        ),
+        ValuesMenu(
+            "hyperparameter_values",
+            "Which hyperparameter do you want to change?",
+            guide="Pick one, then type its new value; Done keeps the values as shown.",
+            when=CUSTOM_HYPERPARAMETERS,
+            fields=fields,
+            help=(
+                "Pick a value to change by its number or name, then type the new value. Say `done` "
+                "to keep the rest."
+            ),
+            example=example,
+            title="Custom hyperparameters",
+        ),
     )
