@@ -30,12 +30,13 @@ from bot.wizard.proposals import Proposals
 from bot.wizard.replies import Replies
 from bot.wizard.result_buttons import ResultButtons
 from bot.wizard.script_results import Dryrun, ScriptResults
-from bot.wizard.turns import FLOWS, Turns
+from bot.wizard.turns import Turns
 from bot.workspaces.clients import ClientFor
 from bot.workspaces.installations import check_stored_tokens, schema_engine, stored_token_cipher
 from bot.workspaces.store import Workspaces
 from bot.workspaces.token_keys import TokenCipher
 from checks.dryrun import dryrun_script
+from flows import FLOWS
 from isolation.sandbox import Sandbox
 from storage import migrations
 from storage.database import create_database_engine, data_dir

@@ -16,8 +16,7 @@ from bot.slack.blocks import text_message
 from bot.slack.poster import ThreadPoster
 from bot.slack.text import escape
 from bot.wizard.opening import ThreadOpener
-from bot.wizard.turns import FLOWS
-from flows import Flow, Notice, Reply, Session, Turn, advance, begin
+from flows import FLOWS, Flow, Notice, Reply, Session, Turn, advance, begin
 from storage.sessions import SessionKey, SessionStore
 
 

@@ -14,8 +14,8 @@ from bot.delivery.effects import Retire, turn_effects
 from bot.slack.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, PROPOSAL_STEP
 from bot.wizard.drafts import DRAFT_AGAIN, DRAFT_EDIT, edit_effects
 from bot.wizard.expiry import Expiry
-from bot.wizard.turns import FLOWS, Turns
-from flows import Reply, begin
+from bot.wizard.turns import Turns
+from flows import FLOWS, Reply, begin
 from storage.sessions import SessionKey, StoredSession
 
 

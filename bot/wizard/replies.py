@@ -18,8 +18,8 @@ from bot.runs.rollout_samples import rollouts_request
 from bot.slack.blocks import text_message
 from bot.wizard.expiry import Expiry
 from bot.wizard.proposals import Proposals
-from bot.wizard.turns import FLOWS, Turns
-from flows import Reply, begin
+from bot.wizard.turns import Turns
+from flows import FLOWS, Reply, begin
 from storage.sessions import SessionKey, StoredSession
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from slack_sdk import WebClient
 from bot.delivery.effects import Generate
 from bot.wizard.replies import Incoming, Replies
 from bot.wizard.script_results import ScriptResults
-from bot.wizard.turns import FLOWS, Turns
-from flows import Reply
+from bot.wizard.turns import Turns
+from flows import FLOWS, Reply
 from storage.sessions import SessionKey, StoredSession
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ holds the thread's lock (`Turns.locks`) while it does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from slack_sdk import WebClient
@@ -25,7 +25,7 @@ from bot.slack.records import DuplicateDelivery, SlackRecords
 from bot.wizard.drafts import offer_effects
 from bot.wizard.expiry import EXPIRED
 from bot.wizard.keyed_locks import KeyedLocks
-from flows import TRAIN_RL, Flow, Problem, Reply, Session, Turn, advance
+from flows import FLOWS, Problem, Reply, Session, Turn, advance
 from storage.sessions import (
     AlsoWrite,
     SessionExpired,
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL}
 SAVE_ATTEMPTS = 5
 
 
