@@ -15,7 +15,6 @@ from pathlib import Path
 from sqlalchemy.exc import SQLAlchemyError
 
 from artbot.exit_status import (
-    EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -416,7 +415,9 @@ class Chat:
         EXIT_INCONCLUSIVE when the stand-in could not play the game); None when it is not
         available."""
         try:
-            from checks.dryrun import dryrun_script  # imported late: the dry run is optional
+            # Imported late: the dry run is optional.
+            from checks.dryrun import dryrun_script
+            from checks.dryrun.command import verdict_exit_status
         except ImportError as error:
             self.terminal.say(f"Dry run unavailable ({error}); the script was not dry-run.")
             return None
@@ -430,6 +431,4 @@ class Chat:
             self.terminal.problem(f"The dry run could not start: {error}")
             return EXIT_PROBLEMS
         self.terminal.say(report.format())
-        return {"ok": EXIT_OK, "failed": EXIT_PROBLEMS, "inconclusive": EXIT_INCONCLUSIVE}[
-            report.verdict
-        ]
+        return verdict_exit_status(report)

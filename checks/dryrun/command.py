@@ -123,4 +123,10 @@ def run_dryrun_command(args: argparse.Namespace) -> int:
         print(f"artbot dryrun: {error}", file=sys.stderr)
         return 2
     print(report_json(report) if args.dryrun_json else report.format())
+    return verdict_exit_status(report)
+
+
+def verdict_exit_status(report: DryrunReport) -> int:
+    """The exit status of a dry run's verdict: 0 ok, 1 failed, 4 inconclusive (`artbot dryrun`'s,
+    and `artbot chat`'s when it dry-runs the script it wrote)."""
     return {"ok": 0, "failed": 1, "inconclusive": EXIT_INCONCLUSIVE}[report.verdict]
