@@ -14,29 +14,30 @@ from bot.delivery.outbox_rows import effect_row, row_effect
 from bot.runs.cards import status_card
 from bot.runs.store import Run
 from bot.slack.blocks import text_message
-from runner.schemas import EventsPage, EventType, JobEvent
 from storage.sessions import SessionKey
 from tests.bot.conftest import Bot, BotFactory
-from tests.bot.test_run_followups import BASELINE, CHANGED, a_bot, a_finished_run, an_approved_run
-from tests.bot.test_run_followups import runs_of as runs_of_bot
+from tests.bot.test_durable_turns import SETTLED_WITHIN_S, delivered
+from tests.bot.test_run_followups import (
+    BASELINE,
+    CHANGED,
+    a_bot,
+    a_finished_run,
+    an_approved_run,
+    runs_of,
+    trained_then_ended,
+)
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.workspace import CHANNEL_ID, TEAM_ID
 
-SETTLED_WITHIN_S = 90.0
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 STORM = 6
 """429s in a row: slack_sdk's own handler retries a 429 three times, six outlast it."""
 
 
-def delivered(bot: Bot) -> None:
-    """Wait until the bot's outbox is empty (everything said is in Slack)."""
-    bot.fake.wait_for(lambda f: bot.service.outbox.depth() == 0, timeout=SETTLED_WITHIN_S)
-
-
 def a_running_run_with_a_card(bot: Bot) -> tuple[SessionKey, Run]:
     """An approved run whose job runs on the runner, its status card already in its thread."""
     key, run = an_approved_run(bot, BASELINE)
-    runs = runs_of_bot(bot)
+    runs = runs_of(bot)
     job = f"job-{run.id}"
     run = runs.runs.update(run.id, job_id=job, state="running")
     shown = status_card(run)
@@ -45,17 +46,6 @@ def a_running_run_with_a_card(bot: Bot) -> tuple[SessionKey, Run]:
     )
     run = runs.runs.update(run.id, card_ts=str(card["ts"]), card_updated_at=runs.runs.now())
     return key, run
-
-
-def trained_and_succeeded(run: Run, rewards: list[float]) -> EventsPage:
-    job = str(run.job_id)
-    at = datetime.now(UTC)
-    events = [
-        JobEvent(seq=i, job_id=job, type=EventType.step, at=at, data={"step": i, "train/reward": r})
-        for i, r in enumerate(rewards, 1)
-    ]
-    end = JobEvent(seq=len(rewards) + 1, job_id=job, type=EventType.succeeded, at=at, data={})
-    return EventsPage(job_id=job, events=[*events, end], next_after=end.seq, finished=True)
 
 
 def card_text(fake: FakeSlack, key: SessionKey, ts: str) -> str:
@@ -70,7 +60,7 @@ def test_a_storm_of_429s_delays_the_runs_card_and_reward_curve_and_loses_neither
     fake.rate_limit("chat.update", times=STORM, retry_after=0)
     fake.rate_limit("files.getUploadURLExternal", times=STORM, retry_after=0)
 
-    runs_of_bot(bot).apply(run.id, trained_and_succeeded(run, [0.2, 0.5, 0.7]))
+    runs_of(bot).apply(run.id, trained_then_ended(str(run.job_id), [0.2, 0.5, 0.7]))
     delivered(bot)
 
     assert [c.status for c in fake.calls("chat.update")].count(429) == STORM
@@ -80,7 +70,7 @@ def test_a_storm_of_429s_delays_the_runs_card_and_reward_curve_and_loses_neither
     assert len(curves) == 1
     assert curves[0].content.startswith(PNG_SIGNATURE)
     assert (curves[0].channel, curves[0].thread_ts) == (CHANNEL_ID, key.thread)
-    finished = runs_of_bot(bot).runs.get(run.id)
+    finished = runs_of(bot).runs.get(run.id)
     assert finished is not None and finished.card_ts is not None
     assert card_text(fake, key, finished.card_ts) == status_card(finished).text  # the end shown
 
@@ -92,7 +82,7 @@ def test_a_bot_stopped_before_slack_took_the_reward_curve_uploads_it_once_after_
     key, run = a_running_run_with_a_card(first)
     fake.fail("files.getUploadURLExternal", error="service_unavailable", times=2, status=503)
 
-    runs_of_bot(first).apply(run.id, trained_and_succeeded(run, [0.1, 0.4]))
+    runs_of(first).apply(run.id, trained_then_ended(str(run.job_id), [0.1, 0.4]))
     fake.wait_for(lambda f: len(f.calls("files.getUploadURLExternal")) >= 1, SETTLED_WITHIN_S)
     first.outbox.stop()  # the bot goes away with the curve still in its outbox
     assert [f for f in fake.uploaded_files() if f.name == "train-rewards.png"] == []
@@ -102,7 +92,7 @@ def test_a_bot_stopped_before_slack_took_the_reward_curve_uploads_it_once_after_
     curves = [f for f in fake.uploaded_files() if f.name == "train-rewards.png"]
     assert len(curves) == 1 and curves[0].content.startswith(PNG_SIGNATURE)
     # The events were told once: the cursor moved with what they said, in one transaction.
-    runs_of_bot(restarted).apply(run.id, trained_and_succeeded(run, [0.1, 0.4]))
+    runs_of(restarted).apply(run.id, trained_then_ended(str(run.job_id), [0.1, 0.4]))
     delivered(restarted)
     assert len([f for f in fake.uploaded_files() if f.name == "train-rewards.png"]) == 1
     ended = [m for m in fake.thread(key.channel, key.thread) if "Training finished" in m.text]

@@ -76,15 +76,9 @@ def an_approved_run(bot: Bot, answers: dict[str, Any] | None = None) -> tuple[Se
     return key, run
 
 
-def a_finished_run(
-    bot: Bot, answers: dict[str, Any], *, rewards: list[float], succeeded: bool = True
-) -> tuple[SlackUser, Run]:
-    """A wizard thread with `answers` whose approved run trained with `rewards` (one a step)
-    and then succeeded (or failed), as the runner tells it."""
-    key, run = an_approved_run(bot, answers)
-    runs = runs_of(bot)
-    job = f"job-{run.id}"
-    runs.runs.update(run.id, job_id=job, state="running")
+def trained_then_ended(job: str, rewards: list[float], *, succeeded: bool = True) -> EventsPage:
+    """The runner's page of a job that logged `rewards` (one a step) and then succeeded (or
+    failed)."""
     at = datetime.now(UTC)
     events = [
         JobEvent(seq=i, job_id=job, type=EventType.step, at=at, data={"step": i, "train/reward": r})
@@ -101,8 +95,19 @@ def a_finished_run(
             data={"kind": "unknown", "summary": "The script exited with status 1."},
         )
     )
-    page = EventsPage(job_id=job, events=[*events, end], next_after=end.seq, finished=True)
-    runs.apply(run.id, page)
+    return EventsPage(job_id=job, events=[*events, end], next_after=end.seq, finished=True)
+
+
+def a_finished_run(
+    bot: Bot, answers: dict[str, Any], *, rewards: list[float], succeeded: bool = True
+) -> tuple[SlackUser, Run]:
+    """A wizard thread with `answers` whose approved run trained with `rewards` (one a step)
+    and then succeeded (or failed), as the runner tells it."""
+    key, run = an_approved_run(bot, answers)
+    runs = runs_of(bot)
+    job = f"job-{run.id}"
+    runs.runs.update(run.id, job_id=job, state="running")
+    runs.apply(run.id, trained_then_ended(job, rewards, succeeded=succeeded))
     user = SlackUser(bot, thread=key.thread)
     user.settle()
     finished = runs.runs.get(run.id)
