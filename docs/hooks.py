@@ -53,13 +53,6 @@ PROGRAMS = {
 
 MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
 
-DESCRIPTIONS_NOT_YET_IN_CODE: dict[str, str] = {}
-"""Settings whose field has no description yet, in files being moved by other work: the build
-uses these words until the field has its own (then an entry here stops the build: remove it)."""
-
-DOCSTRINGS_NOT_YET_IN_CODE: dict[str, str] = {}
-"""Packages without a docstring yet, in folders being regrouped by other work: the same rule."""
-
 
 class GeneratedPageError(Exception):
     """The code lacks what a generated page needs (a description, a docstring)."""
@@ -137,16 +130,11 @@ def summary(text: str) -> str:
 
 def module_summary(path: Path) -> str:
     """What a module is, by its docstring; GeneratedPageError when it has none."""
-    relative = str(path.relative_to(ROOT))
     found = docstring(path)
-    fallback = DOCSTRINGS_NOT_YET_IN_CODE.get(relative)
-    if found and fallback:
-        raise GeneratedPageError(
-            f"{relative} has a docstring now: remove it from DOCSTRINGS_NOT_YET_IN_CODE"
-        )
-    if not found and not fallback:
+    if not found:
+        relative = path.relative_to(ROOT)
         raise GeneratedPageError(f"{relative} has no docstring: give it one (what it is)")
-    return summary(found or fallback or "")
+    return summary(found)
 
 
 # ---- configuration -------------------------------------------------------------------------------
@@ -230,31 +218,21 @@ def allowed_values(info: Any) -> str:
 def setting_rows() -> Iterator[tuple[str, str, str, str]]:
     """(variable, meaning, default, read by) for every setting; GeneratedPageError for a field
     with no description."""
-    used_fallbacks = set()
     for package, cls in settings_classes():
         for field, info in cls.model_fields.items():
             name = variable_name(cls, field)
-            fallback = DESCRIPTIONS_NOT_YET_IN_CODE.get(name)
-            if info.description and fallback:
-                raise GeneratedPageError(
-                    f"{name} has a description now: remove it from DESCRIPTIONS_NOT_YET_IN_CODE"
-                )
-            if not info.description and not fallback:
+            if not info.description:
                 raise GeneratedPageError(
                     f"{cls.__module__}.{cls.__name__}.{field} ({name}) has no description: "
                     "give its Field(description=...) what it means"
                 )
-            used_fallbacks.add(name)
-            meaning = info.description or fallback or ""
+            meaning = info.description
             limits = allowed_values(info)
             if limits:
                 meaning += f" ({limits})"
             if package not in PROGRAMS:
                 raise GeneratedPageError(f"{cls.__name__}: say in PROGRAMS which program reads it")
             yield f"`{name}`", cell(meaning), shown_default(info), PROGRAMS[package]
-    stale = set(DESCRIPTIONS_NOT_YET_IN_CODE) - used_fallbacks
-    if stale:
-        raise GeneratedPageError(f"DESCRIPTIONS_NOT_YET_IN_CODE names no setting: {sorted(stale)}")
 
 
 def configuration() -> str:

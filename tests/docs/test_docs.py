@@ -238,18 +238,15 @@ def test_the_layout_page_names_every_package_and_module() -> None:
 
 def test_every_module_has_a_docstring() -> None:
     """What the layout page says of a module is its docstring: a module without one has nothing
-    to say there. A few packages still lack one (docs/hooks.py's DOCSTRINGS_NOT_YET_IN_CODE,
-    which fails as soon as they have it)."""
-    allowed = hooks().DOCSTRINGS_NOT_YET_IN_CODE
+    to say there."""
     missing = [
         str(path.relative_to(ROOT))
         for path in source_modules()
         if not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
-        and str(path.relative_to(ROOT)) not in allowed
     ]
     assert missing == []
     for path in source_modules():
-        hooks().module_summary(path)  # raises where an exception has gone stale
+        hooks().module_summary(path)
 
 
 def test_the_configuration_table_has_every_setting_with_its_meaning() -> None:
