@@ -97,7 +97,8 @@ def history_events(record: dict[str, Any]) -> list[Emitted]:
         if len(target) < MAX_METRICS:
             target[key] = number
     events: list[Emitted] = []
-    if any(key.startswith("train/") for key in train):
+    # A fine-tuning step logs a loss and no train/ metric (ART's train_sft): a step all the same.
+    if any(key.startswith("train/") for key in train) or "loss/train" in train:
         events.append((EventType.step, {"step": step, **train}))
     if val:
         events.append((EventType.validation, {"step": step, **val}))

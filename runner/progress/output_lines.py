@@ -192,7 +192,8 @@ class OutputScanner:
 
 # ---- how the script said it ended -------------------------------------------------------------
 
-_COMPLETE_BANNER = "RL TRAINING COMPLETE"
+_COMPLETE_BANNER = re.compile(r"^(?:RL|SFT) TRAINING COMPLETE\s*$", re.M)
+"""What an RL script prints when training completed, or a fine-tuning (SFT) one."""
 _MODEL_LINE = re.compile(r"^\s*Model:\s+(\S+)\s*$", re.M)
 _URL_LINE = re.compile(r"^\s*Inference URL:\s+(\S+)\s*$", re.M)
 _STEP_LINE = re.compile(r"^\s*Training step:\s+(\d+)\s*$", re.M)
@@ -210,10 +211,10 @@ class Completion:
 
 def read_completion(output_tail: str) -> Completion:
     """The end-of-training banner in the output's tail, with the model name, URL and step."""
-    at = output_tail.rfind(_COMPLETE_BANNER)
-    if at < 0:
+    banners = list(_COMPLETE_BANNER.finditer(output_tail))
+    if not banners:
         return Completion(False)
-    text = output_tail[at:]
+    text = output_tail[banners[-1].start() :]
     model, url, step = _MODEL_LINE.search(text), _URL_LINE.search(text), _STEP_LINE.search(text)
     return Completion(
         True,

@@ -56,6 +56,28 @@ def test_history_records_become_step_and_validation_events() -> None:
     )  # no train/ metric: not a step
 
 
+def test_a_fine_tuning_record_with_a_loss_and_no_train_metric_is_a_step() -> None:
+    # What ART 0.5.18's train_sft logs (model._log_metrics): the averaged batch metrics, the
+    # trainer's time and the step, no train/ key.
+    record = {
+        "loss/train": 1.25,
+        "loss/learning_rate": 0.0002,
+        "loss/grad_norm": 0.8,
+        "time/step_trainer_s": 12.5,
+        "training_step": 2,
+        "time/wall_clock_sec": 30.1,
+        "step": 2,
+        "recorded_at": "2026-11-27T10:00:00",
+    }
+    [(kind, data)] = history_events(record)
+    assert kind is EventType.step
+    assert data["step"] == 2 and data["loss/train"] == 1.25 and data["loss/grad_norm"] == 0.8
+    # Its held-out samples' score is a validation, as the template logs it.
+    assert history_events({"step": 2, "val/reference_similarity": 0.6}) == [
+        (EventType.validation, {"step": 2, "val/reference_similarity": 0.6})
+    ]
+
+
 def test_partial_last_lines_wait_for_their_newline(tmp_path: Path) -> None:
     history = _model(tmp_path) / "history.jsonl"
     progress = ArtProgress(tmp_path)
@@ -173,6 +195,21 @@ def test_read_completion_reads_the_generated_scripts_banner() -> None:
         10,
     )
     assert not read_completion("Model: x\n").complete
+
+
+def test_read_completion_reads_a_fine_tuning_scripts_banner_too() -> None:
+    tail = (
+        "Part 3 of 3: 12 of 12 batches, checkpoint 3, loss 0.4120.\n\n"
+        + "=" * 60
+        + "\nSFT TRAINING COMPLETE\n"
+        + "=" * 60
+        + "\n  Model:          support-sft@3\n  Base model:     Qwen/Qwen2.5-7B-Instruct\n"
+        "  Training step:  3\n  Inference URL:  http://10.0.0.5:8000/v1\n" + "=" * 60 + "\n"
+    )
+    done = read_completion(tail)
+    assert (done.complete, done.model, done.step) == (True, "support-sft@3", 3)
+    # A line that only mentions the words is no banner.
+    assert not read_completion("print('SFT TRAINING COMPLETE soon')\n").complete
 
 
 def test_progress_lines_in_the_output_become_step_and_validation_events() -> None:
