@@ -22,7 +22,7 @@ from bot.runs.approval import ApprovalPolicy
 from bot.settings import BotSettings
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords
-from bot.wizard.command import TrainRlCommand
+from bot.wizard.command import WizardCommand
 from bot.wizard.expiry import Expiry
 from bot.wizard.home import HomeTab
 from bot.wizard.opening import ThreadOpener
@@ -36,7 +36,7 @@ from bot.workspaces.installations import check_stored_tokens, schema_engine, sto
 from bot.workspaces.store import Workspaces
 from bot.workspaces.token_keys import TokenCipher
 from checks.dryrun import dryrun_script
-from flows import FLOWS
+from flows import FLOWS, TRAIN_RL, TRAIN_SFT
 from isolation.sandbox import Sandbox
 from storage import migrations
 from storage.database import create_database_engine, data_dir
@@ -79,7 +79,8 @@ class Services:
     replies: Replies
     proposals: Proposals
     result_buttons: ResultButtons
-    command: TrainRlCommand
+    commands: dict[str, WizardCommand]
+    """The slash commands by name: `/train-rl` and `/train-sft`."""
     home: HomeTab
     expiry: Expiry
     max_upload_bytes: int
@@ -209,7 +210,10 @@ def build_services(
         replies=replies,
         proposals=proposals,
         result_buttons=ResultButtons(turns, replies, results, runs=runs),
-        command=TrainRlCommand(opener, store, runs=runs, comparer=comparer),
+        commands={
+            name: WizardCommand(name, flow, opener, store, runs=runs, comparer=comparer)
+            for name, flow in (("/train-rl", TRAIN_RL), ("/train-sft", TRAIN_SFT))
+        },
         home=HomeTab(store, runs.runs if runs is not None else None),
         expiry=expiry,
         max_upload_bytes=settings.artbot_max_upload_bytes,

@@ -86,7 +86,7 @@ def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
     text = (
         f"<@{run.owner}> :white_check_mark: {finished}. "
         f"Your model: `{escape(model)}`\n"
-        f"{_with_newline(before_after_table(run.points))}"
+        f"{_with_newline(before_after_table(run.points) or similarity_change(run.points))}"
         f"*Python*\n```from openai import OpenAI\n\n"
         f'client = OpenAI(base_url="{escape(url)}", api_key="not-needed")\n'
         f'response = client.chat.completions.create(\n    model="{escape(model)}",\n'
@@ -184,19 +184,57 @@ def thread_status_text(runs: Sequence[Run]) -> str | None:
     )
 
 
+SIMILARITY_METRIC = "val/reference_similarity"
+"""What a fine-tuning script's validation logs: how close the model's replies to held-out rows
+come to their reference replies (ART 0.5.18 computes no evaluation loss for SFT)."""
+
+
+def is_fine_tuning(points: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether these are a fine-tuning (SFT) run's points: a loss, and no reward anywhere."""
+    return any(p.get("loss") is not None for p in points) and not any(
+        p.get("train") is not None or p.get("val") is not None for p in points
+    )
+
+
 def progress(run: Run) -> str:
-    """` · step n, train/reward r, val/reward r` from the latest points ("" before any)."""
+    """` · step n, train/reward r, val/reward r` from the latest points ("" before any); for a
+    fine-tuning run ` · step n, batch b of t, loss l, reference similarity s`."""
     latest = run.points[-1] if run.points else None
     if latest is None:
         return ""
     parts = [f"step {latest['step']}"]
-    train = next((p["train"] for p in reversed(run.points) if p.get("train") is not None), None)
-    val = next((p["val"] for p in reversed(run.points) if p.get("val") is not None), None)
-    if train is not None:
-        parts.append(f"train/reward {train:.3f}")
-    if val is not None:
-        parts.append(f"val/reward {val:.3f}")
+    if is_fine_tuning(run.points):
+        done, total = _latest(run.points, "batches_done"), _latest(run.points, "batches_total")
+        if done is not None and total is not None:
+            parts.append(f"batch {done:.0f} of {total:.0f}")
+        names = (("loss", "loss {:.4f}"), ("similarity", "reference similarity {:.2f}"))
+    else:
+        names = (("train", "train/reward {:.3f}"), ("val", "val/reward {:.3f}"))
+    for name, shown in names:
+        value = _latest(run.points, name)
+        if value is not None:
+            parts.append(shown.format(value))
     return " · " + ", ".join(parts)
+
+
+def _latest(points: Sequence[Mapping[str, Any]], name: str) -> float | None:
+    return next((p[name] for p in reversed(points) if p.get(name) is not None), None)
+
+
+def similarity_change(points: Sequence[Mapping[str, Any]]) -> str:
+    """A fine-tuning run's before and after on its held-out rows: the base model's reference
+    similarity (step 0) and the last checkpoint's ("" without both)."""
+    scored = [p for p in points if isinstance(p.get("similarity"), int | float)]
+    base = next((p for p in scored if p["step"] == 0), None)
+    trained = [p for p in scored if p["step"] > 0]
+    if base is None or not trained:
+        return ""
+    last = trained[-1]
+    return (
+        "*Before and after* (held-out rows: how close the replies come to the reference ones, "
+        f"0 to 1): base model {base['similarity']:.2f}, step {last['step']} "
+        f"{last['similarity']:.2f} ({last['similarity'] - base['similarity']:+.2f})"
+    )
 
 
 def _duration(delta: timedelta) -> str:

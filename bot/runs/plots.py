@@ -1,4 +1,5 @@
-"""The reward curve of a run as a PNG (matplotlib, no display needed)."""
+"""The reward curve of a run (a fine-tuning run's loss curve) as a PNG (matplotlib, no display
+needed)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,40 @@ def reward_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
         axes.grid(alpha=0.3)
         if train or val:
             axes.legend(loc="best")
+        buffer = io.BytesIO()
+        figure.tight_layout()
+        figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+    finally:
+        plt.close(figure)
+
+
+def loss_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
+    """A fine-tuning run's loss/train against the step, and its held-out rows' reference
+    similarity (0 to 1) on an axis of its own."""
+    loss = [(p["step"], p["loss"]) for p in points if p.get("loss") is not None]
+    similarity = [(p["step"], p["similarity"]) for p in points if p.get("similarity") is not None]
+    figure, axes = plt.subplots(figsize=(7, 4), dpi=100)
+    try:
+        if loss:
+            axes.plot(*zip(*loss, strict=True), label="loss/train", color="#457b9d")
+        axes.set_xlabel("step")
+        axes.set_ylabel("loss")
+        axes.set_title(title[:80])
+        axes.grid(alpha=0.3)
+        if similarity:
+            right = axes.twinx()
+            right.plot(
+                *zip(*similarity, strict=True),
+                label="val/reference_similarity",
+                color="#e63946",
+                marker="o",
+            )
+            right.set_ylabel("reference similarity")
+            right.set_ylim(0, 1)
+            right.legend(loc="upper right")
+        if loss:
+            axes.legend(loc="upper left")
         buffer = io.BytesIO()
         figure.tight_layout()
         figure.savefig(buffer, format="png")

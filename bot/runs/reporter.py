@@ -16,8 +16,14 @@ from typing import Any
 
 from bot.delivery.effects import Edit, Post, ThreadEffect, Upload
 from bot.delivery.outbox import Outbox
-from bot.runs.cards import failure_message, status_card, success_message
-from bot.runs.plots import reward_curve_png
+from bot.runs.cards import (
+    SIMILARITY_METRIC,
+    failure_message,
+    is_fine_tuning,
+    status_card,
+    success_message,
+)
+from bot.runs.plots import loss_curve_png, reward_curve_png
 from bot.runs.rollout_samples import first_validation, rollouts_said, with_samples
 from bot.runs.store import Run, RunStore
 from bot.slack.blocks import text_message
@@ -51,9 +57,7 @@ class RunReporter:
             said.append(Post(text_message(started)))
         elif event.type is EventType.step:
             run = self.runs.update(
-                run.id,
-                state=JobState.running.value,
-                points=_with_point(run.points, data, "train", "train/reward"),
+                run.id, state=JobState.running.value, points=_with_step(run.points, data)
             )
         elif event.type is EventType.validation:
             run = self.runs.update(run.id, points=_with_validation(run.points, data))
@@ -120,10 +124,13 @@ class RunReporter:
 
 
 def _reward_curve(run: Run) -> list[ThreadEffect]:
-    """The run's reward curve as a file for its thread; none without a point to draw."""
+    """The run's reward curve (a fine-tuning run's loss curve) as a file for its thread; none
+    without a point to draw."""
     if not run.points:
         return []
     name = run.script_name.removesuffix(".py")
+    if is_fine_tuning(run.points):
+        return [Upload(f"{name}-loss.png", "Loss curve", loss_curve_png(run.points, name))]
     png = reward_curve_png(run.points, name)
     return [Upload(f"{name}-rewards.png", "Reward curve", png)]
 
@@ -153,12 +160,29 @@ def _with_point(
     return sorted(updated, key=lambda p: p["step"])
 
 
+STEP_FIELDS = (
+    ("train", "train/reward"),
+    ("loss", "loss/train"),
+    ("batches_done", "train/batches_done"),
+    ("batches_total", "train/batches_total"),
+)
+"""What a training step's point keeps: the reward (RL), the loss and how many batches of how many
+are done (fine-tuning: its progress line says)."""
+
+
+def _with_step(points: list[dict[str, Any]], data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    for field_name, metric in STEP_FIELDS:
+        points = _with_point(points, data, field_name, metric)
+    return points
+
+
 def _with_validation(points: list[dict[str, Any]], data: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The validation's val/reward on the curve, and every numeric val/ metric it logged kept
-    with its point (`val_metrics`), for the before-and-after table."""
+    with its point (`val_metrics`), for the before-and-after table. A fine-tuning run's
+    validation has no reward: its similarity to the held-out replies is kept instead."""
     updated = _with_point(points, data, "val", "val/reward")
     if updated is points:  # no val/reward: nothing to compare
-        return points
+        return _with_point(points, data, "similarity", SIMILARITY_METRIC)
     metrics = {
         key: float(value)
         for key, value in data.items()

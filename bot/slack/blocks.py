@@ -12,7 +12,7 @@ from typing import Any
 
 from assistant import Proposal
 from bot.slack.text import clip, escape, safe_cut
-from flows import EDIT_MENU, EditMenu, Message, Notice, OptionView, Problem, Question
+from flows import EDIT_MENU, EditMenu, Message, Notice, OptionView, Problem, Question, Session
 from storage.sessions import StoredSession
 
 Block = dict[str, Any]
@@ -296,14 +296,27 @@ def result_buttons(session_ref: str) -> Block:
     return {"type": "actions", "block_id": "result", "elements": elements}
 
 
+START_ONE = "Start one with `/train-rl` (RL) or `/train-sft` (fine-tuning)."
+
+
+def session_title(session: Session) -> str:
+    """What a wizard is about, in a list: the RL wizard's task (or the one its command gave), a
+    fine-tuning wizard's run name once given. Plain text: escape it where it goes."""
+    if session.flow == "train-sft":
+        name = session.answers.get("run_name")
+        return f"Fine-tuning (SFT){f' {name}' if name else ''}"
+    task = session.answers.get("task") or session.prefill.get("task")
+    return str(task or "(task not given yet)")
+
+
 def sessions_text(sessions: Sequence[StoredSession]) -> str:
     """A user's wizards, one line each (the first 20): where, the task, the state, when."""
     if not sessions:
-        return "You have no wizards yet. Start one with `/train-rl`."
+        return f"You have no wizards yet. {START_ONE}"
     lines = [f"Your wizards ({len(sessions)}):"]
     for stored in sessions[:20]:
         state = "expired" if stored.expired else stored.session.status
-        task = stored.session.answers.get("task") or "(task not given yet)"
+        task = session_title(stored.session)
         lines.append(
             f"• <#{stored.key.channel}> {escape(clip(str(task), 80))}: {state}, "
             f"updated {stored.updated_at:%Y-%m-%d %H:%M} UTC"

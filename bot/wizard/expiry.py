@@ -19,10 +19,10 @@ log = logging.getLogger(__name__)
 
 DELIVERIES_KEPT = timedelta(days=1)
 """Longer than Slack retries a delivery."""
-EXPIRED = "This wizard expired. Start a new one with `/train-rl`."
+EXPIRED = "This wizard expired. Start a new one with `/train-rl` or `/train-sft`."
 STOPPED = (
     "This wizard stopped when artbot was removed from this workspace "
-    "(uninstalled, or its token revoked). Start a new one with `/train-rl`."
+    "(uninstalled, or its token revoked). Start a new one with `/train-rl` or `/train-sft`."
 )
 
 
@@ -62,7 +62,7 @@ class Expiry:
         hours = older_than.total_seconds() / 3600
         said = text_message(
             f":zzz: This wizard expired after {hours:g} hours without an answer. "
-            "Start a new one with `/train-rl`."
+            "Start a new one with `/train-rl` or `/train-sft`."
         )
         for key in expired:  # its open question (or result card) loses its buttons
             self.outbox.enqueue(key, [Retire(None, "Expired"), Post(said)])

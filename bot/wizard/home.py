@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
+from bot.slack.blocks import session_title
 from bot.slack.text import clip, escape
 from storage.sessions import SessionKey, SessionStore, StoredSession
 
@@ -96,15 +97,18 @@ def home_blocks(
 ) -> dict[str, Any]:
     """The view itself, from what is listed and the threads' links."""
     blocks: list[Block] = [
-        _header("Your RL training wizards"),
-        _section("Start one in any channel with `/train-rl what the agent should get better at`."),
+        _header("Your training wizards"),
+        _section(
+            "Start one in any channel with `/train-rl what the agent should get better at` "
+            "(reinforcement learning), or `/train-sft` (fine-tuning on examples, or distilling "
+            "a teacher model)."
+        ),
         {"type": "divider"},
     ]
     if not sessions:
         blocks.append(_section("You have no wizards yet."))
     for index, stored in enumerate(sessions):
-        answers, prefill = stored.session.answers, stored.session.prefill
-        task = answers.get("task") or prefill.get("task") or "(task not given yet)"
+        task = session_title(stored.session)
         state = "expired" if stored.expired else stored.session.status
         text = (
             f"*{escape(clip(str(task), 150))}*\n"

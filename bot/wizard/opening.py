@@ -1,5 +1,5 @@
 """Opening a wizard's thread: the parent message that names its owner, and the first turn saved
-for the thread with what it says there (`/train-rl`, and *Run again with changes*).
+for the thread with what it says there (`/train-rl`, `/train-sft`, and *Run again with changes*).
 """
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ from bot.delivery.effects import turn_effects
 from bot.delivery.outbox import Outbox
 from bot.slack.blocks import sections
 from bot.slack.text import clip, escape
-from flows import TRAIN_RL, Session, Turn, begin
+from flows import TRAIN_RL, TRAIN_SFT, Flow, Session, Turn, begin
 from storage.sessions import DuplicateSession, SessionKey, SessionStore
+
+WIZARD_NAMES = {TRAIN_RL.id: "an RL training wizard", TRAIN_SFT.id: "a fine-tuning (SFT) wizard"}
+"""What a flow's wizard is called in its thread's parent message."""
 
 
 class ThreadOpener:
@@ -22,26 +25,37 @@ class ThreadOpener:
         self.outbox = outbox
 
     def start(
-        self, client: WebClient, team: str, channel: str, user: str, text: str
+        self,
+        client: WebClient,
+        team: str,
+        channel: str,
+        user: str,
+        text: str,
+        flow: Flow = TRAIN_RL,
     ) -> SessionKey | None:
-        """Post the parent message that names the owner and ask the first question in its thread."""
+        """Post the parent message that names the owner and ask the first question of `flow` in
+        its thread. `text` is what the command said after its name: the RL wizard's task (asked
+        first, with it offered); the SFT wizard has no such question, so it only heads the
+        thread."""
         task = text.strip()
         headline = (
-            f":robot_face: <@{user}> started an RL training wizard"
+            f":robot_face: <@{user}> started {WIZARD_NAMES[flow.id]}"
             + (f" for: _{escape(clip(task, 300))}_" if task else "")
             + ".\nAnswers go in this thread; only they can answer."
         )
-        session = Session.start(TRAIN_RL.id, prefill={"task": task} if task else None)
-        return self.open_thread(client, team, channel, user, headline, begin(TRAIN_RL, session))
+        prefill = {"task": task} if task and flow.has_step("task") else None
+        session = Session.start(flow.id, prefill=prefill)
+        return self.open_thread(client, team, channel, user, headline, begin(flow, session))
 
     def open_thread(
         self, client: WebClient, team: str, channel: str, user: str, headline: str, turn: Turn
     ) -> SessionKey | None:
         """Post the parent message (`headline`, mrkdwn) and store `turn`'s session for its
         thread, with what the turn says there; None if that thread has a session already."""
+        wizard = WIZARD_NAMES.get(turn.session.flow, "a training wizard")
         parent = client.chat_postMessage(
             channel=channel,
-            text=f"<@{user}> started an RL training wizard. Answers go in this thread.",
+            text=f"<@{user}> started {wizard}. Answers go in this thread.",
             blocks=[*sections(headline)],
         )
         key = SessionKey(team, channel, str(parent["ts"]))

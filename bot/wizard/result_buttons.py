@@ -45,7 +45,7 @@ class ResultButtons:
         if stored is None or stored.session.status != "complete":
             return
         flow = FLOWS[stored.session.flow]
-        self.results.deliver_later(client, key, flow.active_answers(stored.session.answers))
+        self.results.deliver_later(client, key, flow, flow.active_answers(stored.session.answers))
 
     def clicked(self, client: WebClient, key: SessionKey, user: str, action: str) -> None:
         """Approve and run / Edit an answer / Regenerate / Cancel, for the owner only."""

@@ -31,10 +31,11 @@ from bot.slack.blocks import (
 )
 from bot.slack.records import script_digest
 from bot.slack.text import clip, escape
+from bot.wizard.script_summaries import SUMMARIES
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import CheckReport, Problem, check_script
 from checks.script_format import formatted_script
-from flows import TRAIN_RL, RenderError, hyperparameters
+from flows import Flow, RenderError
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
 
@@ -57,33 +58,6 @@ def parse_session_ref(value: str) -> SessionKey | None:
         return SessionKey(*parts)
     except ValueError:
         return None
-
-
-def summary(answers: Mapping[str, Any]) -> str:
-    """A few lines that say what was generated."""
-    hp = hyperparameters(answers)
-    turns = "single-turn" if answers.get("turns") == "single" else "multi-turn"
-    if answers.get("turns") == "multi":
-        turns += " with tools" if answers.get("uses_tools") == "yes" else " game loop"
-    reward = {"ruler": "RULER", "programmatic": "programmatic", "custom": "custom (RULER + code)"}[
-        answers["reward"]
-    ]
-    if answers.get("judge_model"):
-        reward += f", judge `{escape(str(answers['judge_model']))}`"
-    loop = (
-        "epochs over the dataset" if answers["iteration"] == "dataset" else "open-ended step loop"
-    )
-    backend = "LocalBackend" if answers["backend"] == "local" else "ServerlessBackend"
-    return "\n".join(
-        [
-            f"*{escape(answers['run_name'])}* ({escape(answers['project'])}): "
-            f"{turns}, reward {reward}",
-            f"Base model `{escape(str(answers['base_model']))}` on {backend}; {loop}",
-            f"learning rate {hp['learning_rate']:g}, "
-            f"{hp['rollouts_per_group']} rollouts per group, "
-            f"{hp['groups_per_step']} groups per step",
-        ]
-    )
 
 
 def check_line(report: CheckReport) -> str:
@@ -163,18 +137,20 @@ class ScriptResults:
         path = self.script_path(key, answers)
         return (path, path.read_text()) if path.is_file() else None
 
-    def deliver_later(self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]) -> None:
+    def deliver_later(
+        self, client: WebClient, key: SessionKey, flow: Flow, answers: Mapping[str, Any]
+    ) -> None:
         """`deliver` on the executor, so the caller (a Slack listener) returns at once."""
-        self._executor.submit(self._deliver_logged, client, key, dict(answers))
+        self._executor.submit(self._deliver_logged, client, key, flow, dict(answers))
 
     def _say(self, key: SessionKey, text: str) -> None:
         self._outbox.enqueue(key, [Post(text_message(text))])
 
     def _deliver_logged(
-        self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]
+        self, client: WebClient, key: SessionKey, flow: Flow, answers: Mapping[str, Any]
     ) -> None:
         try:
-            self.deliver(client, key, answers)
+            self.deliver(client, key, flow, answers)
         except Exception:
             log.exception("delivering the script failed for %s", key)
             self._say(
@@ -183,12 +159,15 @@ class ScriptResults:
                 "Press Regenerate or say `edit <question>`.",
             )
 
-    def deliver(self, client: WebClient, key: SessionKey, answers: Mapping[str, Any]) -> None:
-        """Render, check and upload the script, then post its card (the older card of the
+    def deliver(
+        self, client: WebClient, key: SessionKey, flow: Flow, answers: Mapping[str, Any]
+    ) -> None:
+        """Render, check and upload `flow`'s script, then post its card (the older card of the
         thread loses its buttons); dry-run it after, the verdict updating the card."""
-        answers = TRAIN_RL.active_answers(answers)
+        answers = flow.active_answers(answers)
+        path = self.script_path(key, answers)
         try:
-            script = formatted_script(answers)
+            script = formatted_script(answers, path.name, flow)
         except (RenderError, SyntaxError, ValueError) as error:
             self._say(
                 key,
@@ -196,7 +175,6 @@ class ScriptResults:
                 "Say `edit <question>` to fix the answer.",
             )
             return
-        path = self.script_path(key, answers)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(script)
         report = check_script(path)
@@ -204,7 +182,7 @@ class ScriptResults:
             key=key,
             script_name=path.name,
             link=self._upload(client, key, path.name, script),
-            summary=summary(answers),
+            summary=SUMMARIES[flow.id](answers),
             check=check_line(report),
             digest=script_digest(script),
             dryrun=self._dryrun_line(report),

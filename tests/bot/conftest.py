@@ -211,12 +211,12 @@ class SlackUser:
             if m.bot_id and m.ts != self.thread
         ]
 
-    def command(self, text: str = "") -> str:
+    def command(self, text: str = "", *, name: str = "/train-rl") -> str:
         before = len(self.fake.messages(self.channel))
         assert (
             self.bot.dispatch(
                 slash_command(
-                    text=text, user_id=self.user, channel_id=self.channel, team_id=self.team
+                    name, text, user_id=self.user, channel_id=self.channel, team_id=self.team
                 )
             )
             == 200
@@ -320,9 +320,9 @@ class SlackUser:
         """The step the bot asked last (from the engine's session, the record of truth)."""
         stored = self.bot.service.store.get(self.key)
         assert stored is not None
-        from flows import TRAIN_RL
+        from flows import FLOWS
 
-        step = TRAIN_RL.next_step(stored.session.answers)
+        step = FLOWS[stored.session.flow].next_step(stored.session.answers)
         return step.id if step else "<done>"
 
 

@@ -245,7 +245,7 @@ def test_the_recorded_registrations_are_every_listener_bolt_has(bot: RunningBot)
         "in the manifests and teach this test to check them"
     )
     assert len(bot.registrations.calls) == len(bot.app._listeners)  # pyright: ignore[reportPrivateUsage]
-    assert bot.registrations.commands == {"/train-rl"}
+    assert bot.registrations.commands == {"/train-rl", "/train-sft"}
     assert bot.registrations.event_types == {
         "message",
         "app_home_opened",
@@ -261,10 +261,14 @@ def test_slash_commands_are_the_registered_ones(bot: RunningBot, mode: str) -> N
     commands = manifest["features"]["slash_commands"]
     assert {c["command"] for c in commands} == bot.registrations.commands
     assert len(commands) == len(bot.registrations.commands)
-    (train,) = [c for c in commands if c["command"] == "/train-rl"]
-    assert train["usage_hint"] == "[what should the agent get better at]"
-    assert train["should_escape"] is False
-    assert 0 < len(train["description"]) <= 100
+    hints = {c["command"]: c["usage_hint"] for c in commands}
+    assert hints == {
+        "/train-rl": "[what should the agent get better at]",
+        "/train-sft": "[what the model should learn]",
+    }
+    for command in commands:
+        assert command["should_escape"] is False
+        assert 0 < len(command["description"]) <= 100
 
 
 @pytest.mark.parametrize("mode", MANIFESTS)

@@ -69,14 +69,14 @@ def test_every_request_is_acked_while_the_work_before_it_is_stuck(
     bot, _ = served
     release = threading.Event()
     started = threading.Semaphore(0)
-    command = bot.service.command.answer
+    command = bot.service.commands["/train-rl"].answer
 
     def stuck(*args: Any) -> str | None:
         started.release()
         assert release.wait(GENEROUS_S), "the test never released the work"
         return command(*args)
 
-    monkeypatch.setattr(bot.service.command, "answer", stuck)
+    monkeypatch.setattr(bot.service.commands["/train-rl"], "answer", stuck)
     channels = [f"C0STUCK{i:02d}" for i in range(LISTENER_SLOTS + 3)]
     try:
         for channel in channels:

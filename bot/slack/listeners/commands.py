@@ -1,7 +1,8 @@
-"""The slash command: `/train-rl`."""
+"""The slash commands: `/train-rl` and `/train-sft`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from slack_bolt import Ack, App, BoltContext, Respond
@@ -15,10 +16,14 @@ from isolation.redaction import redact
 
 
 def register(app: App, services: Services, after_ack: AfterAck) -> None:
-    """`/train-rl [list|runs|compare|help|task]`: answers go privately through the response_url."""
+    """`/train-rl` and `/train-sft` `[list|runs|compare|help|task]`: answers go privately through
+    the response_url."""
+    for name in services.commands:
+        app.command(name)(_listener(services, after_ack, name))
 
-    @app.command("/train-rl")
-    def on_train_rl(
+
+def _listener(services: Services, after_ack: AfterAck, name: str) -> Callable[..., None]:
+    def on_wizard_command(
         ack: Ack, command: dict[str, Any], client: WebClient, context: BoltContext, respond: Respond
     ) -> None:
         ack()
@@ -29,8 +34,10 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         channel = required_text(command, "channel_id")
 
         def work() -> None:
-            answer = services.command.answer(client, team, channel, user, text)
+            answer = services.commands[name].answer(client, team, channel, user, text)
             if answer is not None:
                 respond(text=redact(answer), response_type="ephemeral")
 
         after_ack.submit(context, "command", work, team=team, channel=channel)
+
+    return on_wizard_command

@@ -1,0 +1,144 @@
+"""`/train-sft` in Slack: the fine-tuning wizard in a thread, from an uploaded JSONL file to a
+checked script, then approved and trained on the runner (its stand-in SFT trainer), with the
+loss in the thread and the model at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.test_runs_end_to_end import follow_until_finished, runs_of
+from tests.bot.test_slack_escaping import drop
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_requests import slash_command
+from tests.fakes.workspace import USER_ID
+from tests.flows.sft_data import ROWS, ROWS_JSONL
+from tests.runner.conftest import TOKEN, Runner, RunnerFactory, job_environ
+from tests.runner.conftest import (
+    make_runner as make_runner,  # the fixture: a real runner on loopback
+)
+
+STAND_IN_SFT = Path(__file__).resolve().parent / "scripts" / "stand_in_sft.py"
+
+
+@pytest.fixture
+def sft_gpu_host(make_runner: RunnerFactory) -> Iterator[Runner]:
+    yield make_runner(environ=job_environ(), command=f"{{python}} {STAND_IN_SFT} {{script}}")
+
+
+def stored_answers(user: SlackUser) -> dict[str, object]:
+    stored = user.bot.service.store.get(user.key)
+    assert stored is not None
+    return dict(stored.session.answers)
+
+
+def answer_up_to_the_dataset(user: SlackUser) -> None:
+    user.command("answer weather questions with the weather tool", name="/train-sft")
+    user.click("Train from a JSONL file")
+    user.click("LocalBackend")
+    user.click("Upload a .jsonl file")
+
+
+def answer_after_the_dataset(user: SlackUser) -> None:
+    user.click("Hold out a fraction")
+    user.reply("default")  # a tenth
+    user.click("OpenPipe/Qwen3-14B-Instruct")
+    user.reply("default")  # project: sft-project
+    user.reply("weather-capitals-001")
+    user.click("Use defaults")
+
+
+def test_train_sft_opens_the_fine_tuning_wizard_in_a_thread(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    user = SlackUser(make_bot())
+    user.command("answer weather questions", name="/train-sft")
+
+    [parent] = [m for m in fake.messages(user.channel) if m.ts == user.thread]
+    assert f"<@{USER_ID}> started a fine-tuning (SFT) wizard" in parent.text
+    stored = user.bot.service.store.get(user.key)
+    assert stored is not None and stored.session.flow == "train-sft"
+    assert user.asked() == "scenario"
+    assert "Train from a JSONL file" in str(user.open_question().blocks)
+    # The RL wizard's task question does not exist here: the text only heads the thread.
+    assert stored.session.prefill == {}
+
+    help_request = slash_command("/train-sft", "help", response_url=fake.response_url())
+    assert user.bot.dispatch(help_request) == 200
+    fake.wait_for(lambda f: bool(f.responses()))
+    assert "`/train-sft list` lists your wizards" in fake.responses()[-1]["text"]
+
+
+def test_an_uploaded_jsonl_file_becomes_a_checked_sft_script_in_the_thread(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    user = SlackUser(make_bot())
+    answer_up_to_the_dataset(user)
+    drop(user, fake, "weather.jsonl", ROWS_JSONL.encode())
+    assert stored_answers(user)["dataset"] == ROWS
+    assert f"Checked {len(ROWS)} rows: every one can be used." in user.last_text()
+    answer_after_the_dataset(user)
+
+    card = user.wait_for_result()
+    assert "*weather-capitals-001* (sft-project): fine-tuning (SFT) from the rows given here" in (
+        card.text
+    )
+    assert "Base model `OpenPipe/Qwen3-14B-Instruct` on LocalBackend" in card.text
+    assert "batch size 2, peak learning rate 0.0002, linear schedule" in card.text
+    assert ":white_check_mark: `artbot check`" in card.text
+    [script] = [f for f in fake.uploaded_files() if f.name == "weather-capitals-001.py"]
+    source = script.content.decode()
+    assert "train_sft_from_file" in source and "SFT TRAINING COMPLETE" in source
+    assert "uv run weather-capitals-001.py" in source  # its docstring names the file it is
+
+
+def test_a_broken_dataset_is_refused_by_line_and_the_wizard_waits_at_its_question(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    user = SlackUser(make_bot())
+    answer_up_to_the_dataset(user)
+    lines = ROWS_JSONL.splitlines()
+    broken = [*lines[:2], '{"messages": [{"role": "user", "content": "no reply"}]}', *lines[2:]]
+    drop(user, fake, "weather.jsonl", "\n".join(broken).encode())
+
+    said = user.last_text()
+    assert "line 3" in said
+    assert user.asked() == "dataset" and "dataset" not in stored_answers(user)
+    drop(user, fake, "weather.jsonl", b"\xff\xfe not utf-8\n")
+    assert user.asked() == "dataset"
+    drop(user, fake, "weather.jsonl", ROWS_JSONL.encode())
+    assert stored_answers(user)["dataset"] == ROWS
+    assert user.asked() == "val_split"
+
+
+def test_an_approved_sft_script_trains_and_its_loss_and_model_reach_the_thread(
+    make_bot: BotFactory, fake: FakeSlack, sft_gpu_host: Runner
+) -> None:
+    user = SlackUser(make_bot(ARTBOT_RUNNER_URL=sft_gpu_host.base_url, ARTBOT_RUNNER_TOKEN=TOKEN))
+    answer_up_to_the_dataset(user)
+    drop(user, fake, "weather.jsonl", ROWS_JSONL.encode())
+    answer_after_the_dataset(user)
+    user.wait_for_result()
+    user.click("Approve and run")
+    [run] = runs_of(user).runs.for_thread(user.key)
+    assert run.job_id is not None and run.card_ts is not None
+
+    follow_until_finished(user)
+
+    texts = [m.text for m in user.bot_messages()]
+    assert any(t.startswith(":rocket: Training started") for t in texts)
+    final = next(t for t in texts if "Training finished at step" in t)
+    assert "weather-capitals-001@" in final and "http://127.0.0.1:8000/v1" in final
+    assert "*Before and after* (held-out rows" in final and "base model 0.30" in final
+    card = fake.message(user.channel, run.card_ts)
+    assert card is not None and "succeeded" in card.text
+    assert "loss " in card.text and "reference similarity" in card.text
+    assert "train/reward" not in card.text
+    [run] = runs_of(user).runs.for_thread(user.key)
+    assert [p["loss"] for p in run.points if p.get("loss") is not None][-1] < 2.0
+    curves = [u for u in fake.uploaded_files() if u.name.endswith("-loss.png")]
+    assert len(curves) == 1 and curves[0].content.startswith(b"\x89PNG")
+    assert not [u for u in fake.uploaded_files() if u.name.endswith("-rewards.png")]
