@@ -18,19 +18,21 @@ CHECKPOINT_FILE = "dryrun_checkpoint.json"
 HISTORY_FILE = "history.jsonl"
 
 
-def newest_step(model_dir: str) -> int:
-    """The highest `checkpoints/NNNN` step under `model_dir`, 0 when there is none."""
+def checkpoint_steps(model_dir: str) -> list[int]:
+    """The steps of the `checkpoints/NNNN` folders under `model_dir`, in order."""
     checkpoint_dir = os.path.join(model_dir, "checkpoints")
     if not os.path.isdir(checkpoint_dir):
-        return 0
-    return max(
-        (
-            int(name)
-            for name in os.listdir(checkpoint_dir)
-            if name.isdigit() and os.path.isdir(os.path.join(checkpoint_dir, name))
-        ),
-        default=0,
+        return []
+    return sorted(
+        int(name)
+        for name in os.listdir(checkpoint_dir)
+        if name.isdigit() and os.path.isdir(os.path.join(checkpoint_dir, name))
     )
+
+
+def newest_step(model_dir: str) -> int:
+    """The highest `checkpoints/NNNN` step under `model_dir`, 0 when there is none."""
+    return max(checkpoint_steps(model_dir), default=0)
 
 
 def write_checkpoint(model_dir: str, step: int) -> str:

@@ -32,10 +32,11 @@ from art.types import (
     TrainResult,
     TrainSFTConfig,
 )
-from art.utils.output_dirs import get_model_dir
+from art.utils.output_dirs import get_model_dir, get_output_dir_from_model_properties
 
 from checks.dryrun.group_checks import check_groups
 from checks.dryrun.model_dirs import (
+    checkpoint_steps,
     delete_checkpoint_dirs,
     has_validation,
     newest_step,
@@ -172,6 +173,71 @@ class StandinBackend(Backend):
         self, model: AnyTrainableModel, config: dev.OpenAIServerConfig | None = None
     ) -> tuple[str, str]:
         return self._session.policy.base_url, INFERENCE_API_KEY
+
+    async def _experimental_fork_checkpoint(
+        self,
+        model: AnyModel,
+        from_model: str,
+        from_project: str | None = None,
+        from_s3_bucket: str | None = None,
+        not_after_step: int | None = None,
+        verbose: bool = False,
+        prefix: str | None = None,
+    ) -> None:
+        """As the real backends fork: copy `from_model`'s newest checkpoint (the newest not after
+        `not_after_step`) into `model`'s folder, or fail with their words when it has none. Both
+        stand-ins keep checkpoints in this art path, where LocalBackend forks from; the stand-in
+        ServerlessBackend's are there in place of W&B's artifacts."""
+        if from_s3_bucket is not None:
+            raise NotImplementedError(
+                "artbot dryrun: the stand-in backends fork from the art path, not from S3."
+            )
+        from_project = from_project or model.project
+        source_dir = get_output_dir_from_model_properties(from_project, from_model, self._path)
+        step = self._fork_step(model, source_dir, from_model, from_project, not_after_step)
+        model_dir = self._model_dir(model)
+        source = os.path.join(source_dir, "checkpoints", f"{step:04d}")
+        destination = os.path.join(model_dir, "checkpoints", f"{step:04d}")
+        os.makedirs(os.path.dirname(destination), exist_ok=True)
+        if os.path.exists(destination):
+            shutil.rmtree(destination)
+        shutil.copytree(source, destination)
+        self._check_fork_base_model(model, source_dir, from_model)
+        self._session.policy.serve_model(model.name, newest_step(model_dir))
+        self._session.recorder.finding(
+            "forked",
+            "note",
+            f"{self.backend_name}._experimental_fork_checkpoint copied checkpoint {step} of "
+            f"{from_project}/{from_model} into {model.project}/{model.name}.",
+        )
+
+    def _fork_step(
+        self,
+        model: AnyModel,
+        source_dir: str,
+        from_model: str,
+        from_project: str,
+        not_after_step: int | None,
+    ) -> int:
+        """The step to fork, or the real backend's error when there is none."""
+        raise NotImplementedError
+
+    def _check_fork_base_model(self, model: AnyModel, source_dir: str, from_model: str) -> None:
+        """A LoRA checkpoint fits only the base model it was trained on: ART does not check this
+        when it forks, the GPU host fails when it loads the checkpoint."""
+        try:
+            with open(os.path.join(source_dir, "model.json")) as f:
+                source_base = json.load(f).get("base_model")
+        except (OSError, ValueError, AttributeError):
+            return
+        base = getattr(model, "base_model", None)
+        if isinstance(source_base, str) and base != source_base:
+            self._session.recorder.finding(
+                "fork_base_model",
+                "problem",
+                f"{model.name} (base model {base}) was forked from {from_model}, trained from "
+                f"{source_base}: its checkpoint fits only that base model.",
+            )
 
     def _train_signature(self) -> inspect.Signature:
         raise NotImplementedError
@@ -392,6 +458,33 @@ class StandinLocalBackend(StandinBackend):
     def _result(self, step: int, metrics: dict[str, float], checkpoint: str) -> TrainResult:
         return LocalTrainResult(step=step, metrics=metrics, checkpoint_path=checkpoint)
 
+    def _fork_step(
+        self,
+        model: AnyModel,
+        source_dir: str,
+        from_model: str,
+        from_project: str,
+        not_after_step: int | None,
+    ) -> int:
+        # LocalBackend's checks and errors, word for word.
+        checkpoint_base_dir = os.path.join(source_dir, "checkpoints")
+        if not os.path.exists(checkpoint_base_dir):
+            raise FileNotFoundError(
+                f"No checkpoints found for model {from_model} in project {from_project}"
+            )
+        available_steps = checkpoint_steps(source_dir)
+        if not available_steps:
+            raise FileNotFoundError(f"No checkpoint directories found for model {from_model}")
+        if not_after_step is None:
+            return available_steps[-1]
+        valid_steps = [s for s in available_steps if s <= not_after_step]
+        if not valid_steps:
+            raise ValueError(
+                f"No checkpoints found not after step {not_after_step}. "
+                f"Available steps: {available_steps}"
+            )
+        return valid_steps[-1]
+
 
 class StandinServerlessBackend(StandinBackend):
     """Stands in for `art.ServerlessBackend`, with its constructor signature."""
@@ -436,6 +529,28 @@ class StandinServerlessBackend(StandinBackend):
         result = await super().train(model, trajectory_groups, *args, **kwargs)
         model._get_wandb_run()  # ServerlessBackend records provenance on it after each step
         return result
+
+    def _fork_step(
+        self,
+        model: AnyModel,
+        source_dir: str,
+        from_model: str,
+        from_project: str,
+        not_after_step: int | None,
+    ) -> int:
+        # ServerlessBackend's checks and errors, word for word, in their order: the source's
+        # artifacts first, then the destination's W&B entity, which register sets.
+        steps = [
+            s for s in checkpoint_steps(source_dir) if not_after_step is None or s <= not_after_step
+        ]
+        if not steps:
+            if not_after_step is not None:
+                raise ValueError(
+                    f"No checkpoints found not after step {not_after_step} for model {from_model}"
+                )
+            raise ValueError(f"No checkpoints found for model {from_model}")
+        assert model.entity is not None, "Model entity is required"
+        return steps[-1]
 
     def _result(self, step: int, metrics: dict[str, float], checkpoint: str) -> TrainResult:
         model_name = Path(checkpoint).parents[1].name

@@ -1,4 +1,5 @@
-"""The real backends' `train` signatures, which the stand-in trainer binds its arguments to.
+"""The real backends' `train` signatures, which the stand-in trainer binds its arguments to (and
+LocalBackend's other methods, which the stand-ins' must match).
 
 A script that passes an argument the real backend would refuse fails in the dry run too.
 """
@@ -15,7 +16,12 @@ import art.serverless.backend
 
 
 def local_train_signature() -> inspect.Signature:
-    """`art.local.LocalBackend.train`'s signature, read from its source.
+    """`art.local.LocalBackend.train`'s signature, read from its source."""
+    return local_backend_signature("train")
+
+
+def local_backend_signature(method: str) -> inspect.Signature:
+    """The signature of `art.local.LocalBackend`'s async `method`, read from its source.
 
     Importing art/local/backend.py needs torch, which a CPU dry run does not have.
     """
@@ -26,9 +32,9 @@ def local_train_signature() -> inspect.Signature:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "LocalBackend":
             for item in node.body:
-                if isinstance(item, ast.AsyncFunctionDef) and item.name == "train":
+                if isinstance(item, ast.AsyncFunctionDef) and item.name == method:
                     return _signature_of(item.args)
-    raise LookupError(f"LocalBackend.train not found in {source}")
+    raise LookupError(f"LocalBackend.{method} not found in {source}")
 
 
 def _signature_of(args: ast.arguments) -> inspect.Signature:
