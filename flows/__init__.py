@@ -8,6 +8,9 @@ the modules inside: those are the wizard's own business and may move.
 
     turn = begin(TRAIN_RL, Session.start(TRAIN_RL.id))
     turn = advance(TRAIN_RL, turn.session, Reply(text="static"))
+
+RL after SFT: `begin(TRAIN_RL, rl_session_after_sft(sft_session.answers))` opens a train-rl
+wizard whose script forks the finished SFT run's model.
 """
 
 from collections.abc import Mapping
@@ -21,6 +24,7 @@ from flows.render import RenderError, render_script
 from flows.replay import AnswersError, replay
 from flows.secrets import redact_secrets
 from flows.session import Session
+from flows.sft_then_rl import rl_session_after_sft
 from flows.steps import Attachment, Choice, InvalidAnswer, Text, ValuesMenu
 from flows.tool_schemas import tool_schemas_from_code
 from flows.train_rl import TRAIN_RL, hyperparameters
@@ -84,6 +88,7 @@ __all__ = [
     "redact_secrets",
     "render_script",
     "replay",
+    "rl_session_after_sft",
     "shown_answer",
     "tool_schemas_from_code",
 ]

@@ -49,7 +49,7 @@ def run_command(flow: Flow, session: Session, text: str) -> Turn | None:
         return Turn(session.changed(status="cancelled"), (Notice(said),), (Cancelled(),))
     if lowered == "restart":
         fresh = session.changed(
-            answers={},
+            answers=flow.given_answers(session.answers),  # what the session was made with
             history=(),
             previous={},
             failures={},
@@ -58,8 +58,15 @@ def run_command(flow: Flow, session: Session, text: str) -> Turn | None:
             status="active",
             shown_notes=frozenset(),
         )
+        kept = [
+            f"{entry.title.lower()} {entry.display(fresh.answers[entry.id])}"
+            for entry in flow.given
+            if entry.id in fresh.answers
+        ]
+        said = "Starting over: all answers cleared"
+        said += f" (it still {'; '.join(kept)})." if kept else "."
         session_after, messages = ask_next(flow, fresh)
-        return Turn(session_after, (Notice("Starting over: all answers cleared."), *messages))
+        return Turn(session_after, (Notice(said), *messages))
     if lowered == "back":
         return _back(flow, session)
     if lowered == "edit" or lowered.startswith("edit "):
@@ -72,6 +79,9 @@ def status_text(flow: Flow, session: Session) -> str:
     as branches open)."""
     answered = answered_steps(flow, session)
     lines = [f"*Status:* {session.status}, {len(answered)} questions answered."]
+    for entry in flow.given:
+        if entry.id in session.answers:
+            lines.append(f"• {entry.title}: {entry.display(session.answers[entry.id])}")
     for step in answered.values():
         lines.append(f"• {step.name}: {shown_answer(step, session.answers[step.id])}")
     upcoming = flow.next_step(session.answers)

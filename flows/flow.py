@@ -5,7 +5,7 @@ A flow is checked when it is built, so a bad definition fails at import.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,21 @@ class Part:
     first: str
 
 
+@dataclass(frozen=True)
+class Given:
+    """An answer no question asks: whoever makes the session sets it (the SFT run an RL run
+    continues). It is rendered like any answer, kept by `restart` and never edited; `fills` gives
+    the answers of the questions it settles, which are then never asked."""
+
+    id: str
+    title: str
+    parse: Callable[[Any], Any]
+    """The value checked again wherever it comes from (a stored session, a file of answers);
+    raises InvalidAnswer."""
+    fills: Callable[[Any], Mapping[str, Any]]
+    display: Callable[[Any], str]
+
+
 class FlowDefinitionError(Exception):
     """A flow that cannot work: raised at import time, never at conversation time."""
 
@@ -42,6 +57,7 @@ class Flow:
     template: str
     steps: tuple[AnyStep, ...]
     parts: tuple[Part, ...]
+    given: tuple[Given, ...]
     _by_id: dict[str, AnyStep] = field(init=False, repr=False, compare=False)
 
     def __init__(
@@ -50,11 +66,13 @@ class Flow:
         template: str,
         steps: Sequence[AnyStep],
         parts: Sequence[Part] = (),
+        given: Sequence[Given] = (),
     ) -> None:
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "template", template)
         object.__setattr__(self, "steps", tuple(steps))
         object.__setattr__(self, "parts", tuple(parts) or (Part(id, steps[0].id),))
+        object.__setattr__(self, "given", tuple(given))
         object.__setattr__(self, "_by_id", {step.id: step for step in steps})
         _validate(self)
         _validate_parts(self)
@@ -76,8 +94,20 @@ class Flow:
         return None
 
     def active_answers(self, answers: Answers) -> dict[str, Any]:
-        """Only the answers of steps active now (a changed branch leaves stale ones behind)."""
-        return {s.id: answers[s.id] for s in self.active_steps(answers) if s.id in answers}
+        """Only the answers of steps active now (a changed branch leaves stale ones behind),
+        after the given answers (`Given`) there are."""
+        given = {g.id: answers[g.id] for g in self.given if g.id in answers}
+        return given | {s.id: answers[s.id] for s in self.active_steps(answers) if s.id in answers}
+
+    def given_answers(self, given: Answers) -> dict[str, Any]:
+        """The given answers among `given`, checked again, with the answers they fill; raises
+        InvalidAnswer for a value its `Given` does not accept."""
+        answers: dict[str, Any] = {}
+        for entry in self.given:
+            if entry.id in given:
+                value = entry.parse(given[entry.id])
+                answers |= {entry.id: value, **entry.fills(value)}
+        return answers
 
     def part_of(self, step_id: str) -> tuple[int, Part]:
         """The part `step_id` belongs to, with its index (0 for the first part)."""
@@ -114,6 +144,13 @@ class Flow:
 def _validate(flow: Flow) -> None:
     if not (templates_dir() / flow.template).is_file():
         raise FlowDefinitionError(f"flow {flow.id!r}: template {flow.template!r} does not exist")
+    given = [entry.id for entry in flow.given]
+    for entry in given:
+        if not entry.isidentifier() or entry in flow._by_id or given.count(entry) > 1:
+            raise FlowDefinitionError(
+                f"flow {flow.id!r}: given answer {entry!r} is not an identifier, or is a step's "
+                "id, or is given twice"
+            )
     seen: dict[str, int] = {}
     for index, step in enumerate(flow.steps):
         if step.id in seen:
@@ -150,7 +187,8 @@ def _validate(flow: Flow) -> None:
                         )
         if isinstance(step, Choice):
             for read in (*step.recommend_reads, *step.options_reads):
-                _check_read(flow, step.id, read, seen, index)
+                if read not in given:  # a given answer is there before the first question
+                    _check_read(flow, step.id, read, seen, index)
     _check_reachable(flow)
 
 

@@ -39,6 +39,7 @@ from flows.literals import (
 from flows.script_answers import RenderError, script_answers
 from flows.sft_render import sft_script_context
 from flows.simulated_user import has_simulated_user
+from flows.start_from import SETTLED, START_FROM, parse_start_from, shown_start
 from flows.steps import InvalidAnswer
 from flows.template_files import templates_dir
 from flows.train_rl import (
@@ -157,6 +158,7 @@ def script_context(
         "prompt_code": None,
         "render_prompt_call": None,
         "extra_requirements": _extra_requirements(answers),
+        "fork": _fork_context(answers),
     }
     context["checks_environment"] = (
         context["uses_ruler"]
@@ -223,6 +225,29 @@ def _add_user_code(
         context["generator_code"] = function_body(scoped_body(source, "generator", script_names))
         context["generator_call"] = _call(call)
         context["generator_takes_rng"] = bool(call.arguments)
+
+
+def _fork_context(answers: Mapping[str, Any]) -> dict[str, PyLiteral] | None:
+    """The SFT model the script forks when the run continues one (flows.start_from), checked
+    again: the base model and backend must still be the SFT run's, the run's model another."""
+    if START_FROM not in answers:
+        return None
+    try:
+        start = parse_start_from(answers[START_FROM])
+    except InvalidAnswer as error:
+        raise RenderError(f"{START_FROM}: {error}") from None
+    for step_id in SETTLED:
+        if answers[step_id] != start[step_id]:
+            raise RenderError(
+                f"{step_id}: this run continues {shown_start(start)}, whose {step_id} is "
+                f"{start[step_id]!r}: answer it again"
+            )
+    if (answers["run_name"], answers["project"]) == (start["model"], start["project"]):
+        raise RenderError(
+            f"run_name: {answers['run_name']!r} is the SFT model's own name in this project: "
+            "answer it again"
+        )
+    return {"model": py_literal(start["model"]), "project": py_literal(start["project"])}
 
 
 def _http_tools_context(answers: Mapping[str, Any]) -> dict[str, Any]:

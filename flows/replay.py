@@ -15,7 +15,7 @@ from flows.engine import MAX_REPLY_CHARS, advance, begin
 from flows.flow import Flow
 from flows.questions import DONE
 from flows.session import Session
-from flows.steps import AnyStep, Attachment, Choice, Option, Text, ValuesMenu
+from flows.steps import AnyStep, Attachment, Choice, InvalidAnswer, Option, Text, ValuesMenu
 from flows.turns import Cancelled, Problem, Reply, Turn
 
 MISSING = object()
@@ -36,12 +36,13 @@ def replay(flow: Flow, answers: Mapping[str, Any]) -> Session:
     Raises AnswersError naming the first step whose answer is missing or not accepted, or a
     key that is not a question of `flow` (or is not asked, given the other answers).
     """
-    unknown = sorted(key for key in answers if not flow.has_step(key))
+    given_ids = {entry.id for entry in flow.given}
+    unknown = sorted(key for key in answers if not flow.has_step(key) and key not in given_ids)
     if unknown:
         others = f" (also unknown: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""
         raise AnswersError(unknown[0], f"not a question of the {flow.id} flow{others}")
 
-    turn = begin(flow, Session.start(flow.id))
+    turn = begin(flow, Session(flow=flow.id, answers=_given(flow, answers)))
     session = turn.session
     while session.status == "active":
         step = flow.next_step(session.answers)
@@ -56,6 +57,29 @@ def replay(flow: Flow, answers: Mapping[str, Any]) -> Session:
     if not_asked:
         raise AnswersError(not_asked[0], "this question is not asked with these answers")
     return session
+
+
+def _given(flow: Flow, answers: Mapping[str, Any]) -> dict[str, Any]:
+    """The given answers (flows.flow.Given) with the answers they settle, which `answers` may
+    repeat but not contradict."""
+    given: dict[str, Any] = {}
+    for entry in flow.given:
+        if entry.id not in answers:
+            continue
+        try:
+            given |= flow.given_answers({entry.id: answers[entry.id]})
+        except InvalidAnswer as error:
+            raise AnswersError(entry.id, str(error)) from None
+    for key, value in given.items():
+        if key in answers and answers[key] != value:
+            step = flow.step(key) if flow.has_step(key) else None
+            if isinstance(step, Choice) and step.check is not None:
+                try:
+                    step.check(answers[key], given)
+                except InvalidAnswer as error:
+                    raise AnswersError(key, str(error)) from None
+            raise AnswersError(key, f"settled as {_shown(value)} by the given answers")
+    return given
 
 
 def _answer(flow: Flow, session: Session, step: AnyStep, value: Any) -> Session:

@@ -18,13 +18,22 @@ BASE_MODELS = (
 CUSTOM_HYPERPARAMETERS = is_("hyperparameters", "customize")
 
 
-def base_model_step(help: str = "") -> Choice:
+def base_model_step(
+    help: str = "",
+    *,
+    recommend: Callable[[Answers], str | None] | None = None,
+    recommend_reads: tuple[str, ...] = (),
+    check: Callable[[str, Answers], None] | None = None,
+) -> Choice:
     return Choice(
         "base_model",
         "Which base model should training start from?",
         options=tuple(Option(m, m) for m in BASE_MODELS),
         help=help,
         title="Base model",
+        recommend=recommend,
+        recommend_reads=recommend_reads,
+        check=check,
     )
 
 

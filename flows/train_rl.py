@@ -4,6 +4,7 @@ branching, and the few parsers and displays that only its questions use."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from flows import validators as v
@@ -32,6 +33,13 @@ from flows.shared_steps import (
     run_name_step,
 )
 from flows.simulated_user import has_simulated_user, simulated_user, simulated_user_display
+from flows.start_from import (
+    START_FROM,
+    START_FROM_SFT,
+    not_the_sft_model,
+    recommend_start,
+    same_as_start,
+)
 from flows.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text
 from flows.third_party import imported_modules, requirements, suggested_requirements, third_party
 
@@ -416,6 +424,12 @@ def _hyperparameter(
     """A field of the hyperparameter menu, whose default is its DEFAULT_HYPERPARAMETERS value."""
     default = DEFAULT_HYPERPARAMETERS[field_id]
     return MenuField(field_id, label, parse, default, when=when, hint=hint)
+
+
+def _run_name_step() -> Text:
+    """The run's name: in a run that continues an SFT run, not the SFT model's own."""
+    step = run_name_step(lambda answers: imported_modules(user_code(answers)), "math-solver-001")
+    return replace(step, parse=not_the_sft_model(step.parse))
 
 
 TRAIN_RL = Flow(
@@ -1106,9 +1120,15 @@ TRAIN_RL = Flow(
             example="8",
             title="Validation cap",
         ),
-        base_model_step(),
+        # A run that continues an SFT run (flows.start_from) has these two settled: never asked,
+        # and when reopened by `edit`, only the SFT run's answer is taken.
+        base_model_step(
+            recommend=recommend_start("base_model"),
+            recommend_reads=(START_FROM,),
+            check=same_as_start("base_model"),
+        ),
         project_step("rl-project"),
-        run_name_step(lambda answers: imported_modules(user_code(answers)), "math-solver-001"),
+        _run_name_step(),
         Choice(
             "backend",
             "Where does training run?",
@@ -1116,6 +1136,9 @@ TRAIN_RL = Flow(
                 Option("local", "LocalBackend", "On a GPU host (vLLM + Unsloth)"),
                 Option("serverless", "ServerlessBackend", "W&B Training; needs WANDB_API_KEY"),
             ),
+            recommend=recommend_start("backend"),
+            recommend_reads=(START_FROM,),
+            check=same_as_start("backend"),
             title="Backend",
         ),
         *hyperparameter_steps(
@@ -1196,6 +1219,7 @@ TRAIN_RL = Flow(
         Part("Model and run", "base_model"),
         Part("Training", "hyperparameters"),
     ],
+    given=[START_FROM_SFT],
 )
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
+
+from flows import rl_session_after_sft
 
 PATTERNS = ("single", "game", "tools")
 REWARDS = ("programmatic", "ruler", "custom")
@@ -134,3 +137,9 @@ def matrix() -> list[tuple[str, str, str, str, bool]]:
 def variant_id(cell: tuple[str, str, str, str, bool]) -> str:
     pattern, reward, loop, backend, validation = cell
     return f"{pattern}-{reward}-{loop}-{backend}-{'val' if validation else 'noval'}"
+
+
+def after_sft(answers: Mapping[str, Any], sft_answers: Mapping[str, Any]) -> dict[str, Any]:
+    """`answers` of a train-rl run that continues the train-sft run of `sft_answers`: the start
+    it carries, and the base model and backend that start settles."""
+    return {**answers, **rl_session_after_sft(sft_answers).answers}

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from checks.script_format import formatted_script
 from flows.literals import PyLiteral, finalize, py_literal
 from flows.render import RenderError, script_context
-from tests.flows.matrix import answers_for
+from tests.flows.matrix import after_sft, answers_for
+from tests.flows.sft_matrix import VARIANTS as SFT_VARIANTS
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 HOSTILE = [
@@ -234,6 +235,15 @@ GOLDEN_CASES = {
         "tools", "programmatic", "open_ended", "serverless", False
     ),
     "game_custom_dataset_local_val": answers_for("game", "custom", "dataset", "local", True),
+    # RL after SFT (flows.start_from): the script forks the SFT model, its steps follow the SFT's.
+    "single_programmatic_open_ended_local_val_after_sft": after_sft(
+        answers_for("single", "programmatic", "open_ended", "local", True),
+        SFT_VARIANTS["file-local-paste"],
+    ),
+    "tools_ruler_dataset_serverless_val_after_sft": after_sft(
+        answers_for("tools", "ruler", "dataset", "serverless", True),
+        SFT_VARIANTS["file-serverless-upload-val"],
+    ),
 }
 
 
