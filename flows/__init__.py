@@ -28,7 +28,8 @@ from flows.sft_then_rl import rl_session_after_sft
 from flows.steps import Attachment, Choice, InvalidAnswer, Text, ValuesMenu
 from flows.tool_schemas import tool_schemas_from_code
 from flows.train_rl import TRAIN_RL, hyperparameters
-from flows.train_sft import TRAIN_SFT
+from flows.train_sft import TRAIN_SFT, training_rows
+from flows.train_sft import hyperparameters as sft_hyperparameters
 from flows.turns import (
     EDIT_MENU,
     Answered,
@@ -89,6 +90,8 @@ __all__ = [
     "render_script",
     "replay",
     "rl_session_after_sft",
+    "sft_hyperparameters",
     "shown_answer",
     "tool_schemas_from_code",
+    "training_rows",
 ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,7 @@ from bot.wizard.script_summaries import SUMMARIES
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import CheckReport, Problem, check_script
 from checks.script_format import formatted_script
-from flows import Flow, RenderError
+from flows import Flow, RenderError, Text
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
 
@@ -89,6 +89,15 @@ def _finding(problem: Problem) -> str:
         f"• line {problem.line}: {problem.tool} {problem.code}: "
         f"{escape(clip(problem.message, 200))}"
     )
+
+
+def runner_files(flow: Flow, answers: Mapping[str, Any]) -> list[str]:
+    """The files on the runner host the answers name (the questions of kind `path`)."""
+    return [
+        str(answers[step.id])
+        for step in flow.active_steps(answers)
+        if isinstance(step, Text) and step.kind == "path" and answers.get(step.id)
+    ]
 
 
 class ScriptResults:
@@ -185,7 +194,7 @@ class ScriptResults:
             summary=SUMMARIES[flow.id](answers),
             check=check_line(report),
             digest=script_digest(script),
-            dryrun=self._dryrun_line(report),
+            dryrun=self._dryrun_line(report, runner_files(flow, answers)),
         )
         # Buttons under an older script of this thread would act on this one: they go.
         self._outbox.enqueue(
@@ -198,13 +207,21 @@ class ScriptResults:
         if card.dryrun == DRYRUN_RUNNING:
             self._executor.submit(self._dryrun_and_report, key, path, card)
 
-    def _dryrun_line(self, report: CheckReport) -> str:
+    def _dryrun_line(self, report: CheckReport, runner_paths: Sequence[str]) -> str:
         """The card's dry-run line before the dry run: under way, or why there is none. Only
-        errors skip it: style never says whether a script runs."""
+        errors skip it (style never says whether a script runs), and files that are only on the
+        runner host: without them the script would stop at its first line of data."""
         if report.errors:
             return (
                 ":x: Not dry-run, because of the errors above (style alone would not have stopped "
                 "it). Say `edit <question>` to change an answer."
+            )
+        if runner_paths:
+            named = ", ".join(f"`{escape(clip(path, 200))}`" for path in runner_paths[:3])
+            return (
+                f":information_source: Not dry-run here: the script reads {named} on the runner "
+                "host, which this host does not have. It checks every line of it when it starts "
+                "there."
             )
         if self._dryrun is not None:
             return DRYRUN_RUNNING

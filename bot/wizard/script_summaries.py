@@ -6,9 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.slack.text import clip, escape
-from flows import TRAIN_RL, TRAIN_SFT, hyperparameters
-from flows.train_sft import hyperparameters as sft_hyperparameters
-from flows.train_sft import training_rows
+from flows import TRAIN_RL, TRAIN_SFT, hyperparameters, sft_hyperparameters, training_rows
 
 BACKENDS = {"local": "LocalBackend", "serverless": "ServerlessBackend"}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from checks.dryrun import DryrunReport
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_runs_end_to_end import follow_until_finished, runs_of
 from tests.bot.test_slack_escaping import drop
@@ -142,3 +143,33 @@ def test_an_approved_sft_script_trains_and_its_loss_and_model_reach_the_thread(
     curves = [u for u in fake.uploaded_files() if u.name.endswith("-loss.png")]
     assert len(curves) == 1 and curves[0].content.startswith(b"\x89PNG")
     assert not [u for u in fake.uploaded_files() if u.name.endswith("-rewards.png")]
+
+
+def test_a_file_on_the_runner_host_is_not_dry_run_on_the_bot_host_and_the_card_says_why(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    dry_run_scripts: list[Path] = []
+
+    def dryrun(path: Path) -> DryrunReport:
+        dry_run_scripts.append(path)
+        raise AssertionError("a script whose data is on the runner host was dry-run here")
+
+    user = SlackUser(make_bot(dryrun=dryrun))
+    user.command(name="/train-sft")
+    user.click("Train from a JSONL file")
+    user.click("ServerlessBackend")
+    user.click("A JSONL file on the runner host")
+    user.reply("/data/pii/train.jsonl")
+    user.click("No validation")
+    user.click("OpenPipe/Qwen3-14B-Instruct")
+    user.reply("default")
+    user.reply("pii-redactor-001")
+    user.click("Use defaults")
+
+    card = user.wait_for_result()
+    assert "from `/data/pii/train.jsonl` on the runner host" in card.text
+    assert "epochs from the row count at start" in card.text
+    assert (
+        "Not dry-run here: the script reads `/data/pii/train.jsonl` on the runner host" in card.text
+    )
+    assert dry_run_scripts == []
