@@ -14,13 +14,18 @@ from flows.train_sft import TRAIN_SFT
 
 
 def rl_session_after_sft(
-    sft_answers: Mapping[str, Any], prefill: Mapping[str, str] | None = None
+    sft_answers: Mapping[str, Any],
+    prefill: Mapping[str, str] | None = None,
+    *,
+    run: str | None = None,
 ) -> Session:
     """A new train-rl session that starts from the SFT model of `sft_answers` (a train-sft
     session's answers): it carries `start_from` (the SFT model's name, project, base model and
     backend), so the base model and backend are the SFT run's and never asked, and its script
     forks the SFT model's latest checkpoint. `prefill` is text given up front, as with
-    Session.start. Raises ValueError when the answers name no SFT model to start from."""
+    Session.start; `run`, how the caller knows the SFT run (the bot's run id, so that the RL
+    job finds its files), kept with the start and never rendered. Raises ValueError when the
+    answers name no SFT model to start from."""
     answers = TRAIN_SFT.active_answers(sft_answers)
     project = TRAIN_SFT.step("project")
     if "project" not in answers and isinstance(project, Text) and project.default is not None:
@@ -33,6 +38,7 @@ def rl_session_after_sft(
         "project": answers["project"],
         "base_model": answers["base_model"],
         "backend": answers["backend"],
+        **({"run": run} if run is not None else {}),
     }
     try:
         given = TRAIN_RL.given_answers({START_FROM: start})

@@ -16,6 +16,9 @@ from flows.steps import Answers, InvalidAnswer, Parse
 START_FROM = "start_from"
 FIELDS = ("model", "project", "base_model", "backend")
 """The SFT run's model name and project (what the fork copies from), base model and backend."""
+OPTIONAL_FIELDS = ("run",)
+"""How the adapter that started the SFT run knows it (the bot's run id): where a runner finds the
+SFT model's files. Never in the script."""
 BACKENDS = {"local": "LocalBackend", "serverless": "ServerlessBackend"}
 SETTLED = ("base_model", "backend")
 """The questions a start settles: the RL model forks a LoRA checkpoint of the SFT model, so it
@@ -25,13 +28,16 @@ has the same base model, and the same backend holds that checkpoint (the art pat
 def parse_start_from(value: Any) -> dict[str, str]:
     """`value` checked as a start: exactly FIELDS, the names safe as a run's own (letters, digits,
     `.`, `_`, `-`), a base model ART recommends and a backend; raises InvalidAnswer."""
-    if not isinstance(value, Mapping) or sorted(value) != sorted(FIELDS):
-        raise InvalidAnswer(f"A start names exactly {', '.join(FIELDS)}.")
-    start = {key: value[key] for key in FIELDS}
+    if not isinstance(value, Mapping) or not set(FIELDS) <= set(value) <= {
+        *FIELDS,
+        *OPTIONAL_FIELDS,
+    }:
+        raise InvalidAnswer(f"A start names exactly {', '.join(FIELDS)} (and maybe its run).")
+    start = {key: value[key] for key in (*FIELDS, *OPTIONAL_FIELDS) if key in value}
     if not all(isinstance(item, str) for item in start.values()):
         raise InvalidAnswer("A start's values are names.")
-    for key in ("model", "project"):
-        if v.slug()(start[key], {}) != start[key]:
+    for key in ("model", "project", *OPTIONAL_FIELDS):
+        if key in start and v.slug()(start[key], {}) != start[key]:
             raise InvalidAnswer(f"The SFT run's {key} name {start[key]!r} is not a safe name.")
     if start["base_model"] not in BASE_MODELS:
         raise InvalidAnswer(f"{start['base_model']!r} is not a base model the wizard offers.")

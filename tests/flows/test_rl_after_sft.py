@@ -158,6 +158,17 @@ def test_the_start_survives_storage_and_old_sessions_load_without_one() -> None:
     assert "_experimental_fork_checkpoint" not in script and "SFT_MODEL" not in script
 
 
+def test_the_sft_run_an_adapter_knows_is_kept_with_the_start_and_never_rendered() -> None:
+    session = rl_session_after_sft(SFT_LOCAL, run="k7h2m9q4x3bd")
+    assert session.answers["start_from"] == {**START_LOCAL, "run": "k7h2m9q4x3bd"}
+    assert Session.from_json(session.to_json()) == session
+    answers = {**rl_answers(), "start_from": session.answers["start_from"]}
+    script = render_script(TRAIN_RL.active_answers(replay(TRAIN_RL, answers).answers))
+    assert "k7h2m9q4x3bd" not in script
+    with pytest.raises(ValueError, match="not a safe name"):
+        rl_session_after_sft(SFT_LOCAL, run="../job")
+
+
 def test_a_file_of_answers_may_repeat_the_settled_answers_but_not_contradict_them() -> None:
     settled = {"base_model": "OpenPipe/Qwen3-14B-Instruct", "backend": "local"}
     assert replay(TRAIN_RL, {**rl_answers(), **settled}).status == "complete"
