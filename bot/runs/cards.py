@@ -12,6 +12,7 @@ from bot.slack.blocks import (
     MAX_BLOCKS,
     RUN_CANCEL_ACTION,
     RUN_COMPARE_ACTION,
+    RUN_CONTINUE_RL_ACTION,
     RUN_FIX_ACTION,
     RUN_RERUN_ACTION,
     RUN_TRY_ACTION,
@@ -140,11 +141,15 @@ def failure_message(run: Run, failure: Failure) -> SlackMessage:
 def followup_buttons(run: Run, *, succeeded: bool) -> Block:
     """Under a finished (or failed) run: *Run again with changes* (bot.runs.rerun) and, once
     it succeeded, *Try it* (bot.runs.tryit) and *Compare with the previous run of this project*
-    (bot.runs.compare)."""
+    (bot.runs.compare), or, under a fine-tuning run, *Continue with RL from this model*
+    (bot.runs.rerun)."""
     labels = [(RUN_RERUN_ACTION, "Run again with changes")]
     if succeeded:
         labels.insert(0, (RUN_TRY_ACTION, "Try it"))
-        labels.append((RUN_COMPARE_ACTION, "Compare with the previous run of this project"))
+        if is_fine_tuning(run.points):  # a loss curve has no reward to compare
+            labels.append((RUN_CONTINUE_RL_ACTION, "Continue with RL from this model"))
+        else:
+            labels.append((RUN_COMPARE_ACTION, "Compare with the previous run of this project"))
     return {
         "type": "actions",
         "block_id": f"followups:{run.public_id}",

@@ -21,7 +21,7 @@ from bot.runs.approval import ApprovalPolicy
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
 from bot.runs.reporter import RunReporter
 from bot.runs.rollout_samples import post_rollouts, rollouts_said
-from bot.runs.store import Run, RunStore
+from bot.runs.store import Run, RunRef, RunStore
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords, script_digest
 from bot.slack.text import clip, escape
@@ -119,9 +119,44 @@ class RunService:
         script_name: str,
         answers: Mapping[str, Any],
     ) -> Run:
-        """Record the approval, then submit; an unreachable runner is retried, never forgotten."""
+        """Record the approval, then submit; an unreachable runner is retried, never forgotten.
+        An RL run that continues a fine-tuning run on LocalBackend works in that run's job
+        folder, where its art path holds the checkpoint the script forks."""
         backend = str(answers.get("backend") or "local")
-        return self.start(slack, key, user, script, script_name, backend, required_env(answers))
+        sft = self._continued_run(key, answers)
+        return self.start(
+            slack,
+            key,
+            user,
+            script,
+            script_name,
+            backend,
+            required_env(answers),
+            resume_from_job=sft.job_id if sft is not None and backend == "local" else None,
+        )
+
+    def continuation_refusal(self, key: SessionKey, answers: Mapping[str, Any]) -> str | None:
+        """Why a run that continues a fine-tuning run cannot start (that run is gone, or did not
+        succeed), or None (it can, or it continues nothing)."""
+        start = answers.get("start_from")
+        if not isinstance(start, Mapping) or not start.get("run"):
+            return None
+        sft = self._continued_run(key, answers)
+        if sft is None or sft.state != "succeeded" or sft.job_id is None:
+            return (
+                f"This RL run starts from the fine-tuning run #{escape(str(start['run']))}, "
+                "which is not a finished run of this workspace any more: start again from a "
+                "fine-tuning run that succeeded."
+            )
+        return None
+
+    def _continued_run(self, key: SessionKey, answers: Mapping[str, Any]) -> Run | None:
+        """The fine-tuning run these answers continue (flows.start_from's `run`), of the same
+        workspace; None when they continue none."""
+        start = answers.get("start_from")
+        if not isinstance(start, Mapping) or not isinstance(start.get("run"), str):
+            return None
+        return self.runs.find(RunRef(key.team, start["run"]))
 
     def start(
         self,

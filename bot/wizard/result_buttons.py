@@ -81,9 +81,11 @@ class ResultButtons:
             return
         path, script = latest
         if self.runs is not None:
-            refusal = self.runs.may_approve(
-                client, key, user, stored.owner
-            ) or self.runs.already_running(key, script)
+            refusal = (
+                self.runs.may_approve(client, key, user, stored.owner)
+                or self.runs.already_running(key, script)
+                or self.runs.continuation_refusal(key, stored.session.answers)
+            )
             if refusal:
                 turns.poster.ephemeral(client, key, user, refusal)
                 return

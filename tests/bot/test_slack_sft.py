@@ -13,6 +13,7 @@ from checks.dryrun import DryrunReport
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_runs_end_to_end import follow_until_finished, runs_of
 from tests.bot.test_slack_escaping import drop
+from tests.bot.test_slack_wizard import answer_through_the_ruler_judge
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import slash_command
 from tests.fakes.workspace import USER_ID
@@ -22,12 +23,16 @@ from tests.runner.conftest import (
     make_runner as make_runner,  # the fixture: a real runner on loopback
 )
 
-STAND_IN_SFT = Path(__file__).resolve().parent / "scripts" / "stand_in_sft.py"
+STAND_IN = Path(__file__).resolve().parent / "scripts" / "stand_in_trainer.py"
+"""The stand-in SFT trainer for fine-tuning scripts, the stand-in RL trainer for the others."""
 
 
 @pytest.fixture
-def sft_gpu_host(make_runner: RunnerFactory) -> Iterator[Runner]:
-    yield make_runner(environ=job_environ(), command=f"{{python}} {STAND_IN_SFT} {{script}}")
+def gpu_host(make_runner: RunnerFactory) -> Iterator[Runner]:
+    yield make_runner(
+        environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
+        command=f"{{python}} {STAND_IN} {{script}}",
+    )
 
 
 def stored_answers(user: SlackUser) -> dict[str, object]:
@@ -115,34 +120,109 @@ def test_a_broken_dataset_is_refused_by_line_and_the_wizard_waits_at_its_questio
     assert user.asked() == "val_split"
 
 
-def test_an_approved_sft_script_trains_and_its_loss_and_model_reach_the_thread(
-    make_bot: BotFactory, fake: FakeSlack, sft_gpu_host: Runner
-) -> None:
-    user = SlackUser(make_bot(ARTBOT_RUNNER_URL=sft_gpu_host.base_url, ARTBOT_RUNNER_TOKEN=TOKEN))
+def trained_sft_run(make_bot: BotFactory, fake: FakeSlack, runner_url: str) -> SlackUser:
+    """A fine-tuning wizard on an uploaded file, approved and trained to its end."""
+    user = SlackUser(make_bot(ARTBOT_RUNNER_URL=runner_url, ARTBOT_RUNNER_TOKEN=TOKEN))
     answer_up_to_the_dataset(user)
     drop(user, fake, "weather.jsonl", ROWS_JSONL.encode())
     answer_after_the_dataset(user)
     user.wait_for_result()
     user.click("Approve and run")
-    [run] = runs_of(user).runs.for_thread(user.key)
-    assert run.job_id is not None and run.card_ts is not None
-
     follow_until_finished(user)
+    return user
 
+
+def test_an_approved_sft_script_trains_and_its_loss_and_model_reach_the_thread(
+    make_bot: BotFactory, fake: FakeSlack, gpu_host: Runner
+) -> None:
+    user = trained_sft_run(make_bot, fake, gpu_host.base_url)
+
+    [run] = runs_of(user).runs.for_thread(user.key)
+    assert run.state == "succeeded" and run.card_ts is not None
     texts = [m.text for m in user.bot_messages()]
     assert any(t.startswith(":rocket: Training started") for t in texts)
-    final = next(t for t in texts if "Training finished at step" in t)
-    assert "weather-capitals-001@" in final and "http://127.0.0.1:8000/v1" in final
-    assert "*Before and after* (held-out rows" in final and "base model 0.30" in final
+    final = next(m for m in user.bot_messages() if "Training finished at step" in m.text)
+    assert "weather-capitals-001@" in final.text and "http://127.0.0.1:8000/v1" in final.text
+    assert "*Before and after* (held-out rows" in final.text and "base model 0.30" in final.text
+    buttons = [
+        element["text"]["text"]
+        for block in final.blocks or []
+        if block.get("type") == "actions"
+        for element in block["elements"]
+    ]
+    assert "Continue with RL from this model" in buttons
+    assert not any(label.startswith("Compare") for label in buttons)  # no reward to compare
     card = fake.message(user.channel, run.card_ts)
     assert card is not None and "succeeded" in card.text
     assert "loss " in card.text and "reference similarity" in card.text
     assert "train/reward" not in card.text
-    [run] = runs_of(user).runs.for_thread(user.key)
     assert [p["loss"] for p in run.points if p.get("loss") is not None][-1] < 2.0
     curves = [u for u in fake.uploaded_files() if u.name.endswith("-loss.png")]
     assert len(curves) == 1 and curves[0].content.startswith(b"\x89PNG")
     assert not [u for u in fake.uploaded_files() if u.name.endswith("-rewards.png")]
+
+
+def test_a_finished_sft_run_continues_with_rl_from_its_model_in_its_job_folder(
+    make_bot: BotFactory, fake: FakeSlack, gpu_host: Runner
+) -> None:
+    user = trained_sft_run(make_bot, fake, gpu_host.base_url)
+    [sft_run] = runs_of(user).runs.for_thread(user.key)
+    sft_thread = user.thread
+    final = next(m for m in user.bot_messages() if "Training finished at step" in m.text)
+
+    parents_before = {m.ts for m in fake.messages(user.channel) if not m.is_reply}
+    stranger = SlackUser(user.bot, user="U0STRANGER", thread=sft_thread)
+    stranger.click("Continue with RL from this model", on=final, wait=False)
+    fake.wait_for(lambda f: bool(f.ephemerals(user.channel)))
+    assert f"Only <@{USER_ID}> can continue this run." in fake.ephemerals(user.channel)[-1].text
+    user.click("Continue with RL from this model", on=final, wait=False)
+    fake.wait_for(
+        lambda f: any(
+            not m.is_reply and m.ts not in parents_before for m in f.messages(user.channel)
+        )
+    )
+    user.settle()
+    [parent] = [
+        m for m in fake.messages(user.channel) if not m.is_reply and m.ts not in parents_before
+    ]
+    assert f"continues the fine-tuning run #{sft_run.public_id}" in parent.shown
+    said_there = [m.text for m in SlackUser(user.bot, thread=sft_thread).bot_messages()]
+    assert any("continues this model with RL in <" in t for t in said_there)
+
+    user.thread = parent.ts
+    stored = user.bot.service.store.get(user.key)
+    assert stored is not None and stored.session.flow == "train-rl"
+    assert stored.session.answers["start_from"] == {
+        "model": "weather-capitals-001",
+        "project": "sft-project",
+        "base_model": "OpenPipe/Qwen3-14B-Instruct",
+        "backend": "local",
+        "run": sft_run.public_id,
+    }
+    assert "forks the latest checkpoint of `weather-capitals-001`" in user.bot_messages()[0].text
+    answer_through_the_ruler_judge(user)
+    user.click("All scenarios")
+    user.click("Hold out a fraction")
+    user.reply("0.25")
+    user.reply("default")
+    user.reply("default")
+    user.reply("default")  # project
+    user.reply("weather-rl-001")  # no base model, no backend: the SFT run's
+    user.click("Use defaults")
+    user.click("Epochs over the fixed dataset")
+    card = user.wait_for_result()
+    assert ":white_check_mark: `artbot check`" in card.text
+    [script] = [f for f in fake.uploaded_files() if f.name == "weather-rl-001.py"]
+    assert "backend._experimental_fork_checkpoint(" in script.content.decode()
+
+    user.click("Approve and run")
+    follow_until_finished(user)
+    [rl_run] = runs_of(user).runs.for_thread(user.key)
+    # LocalBackend forks from the art path: the job works in the SFT job's folder, where the
+    # stand-in found the SFT model's checkpoints (without them it fails as the script would).
+    assert rl_run.resume_from_job == sft_run.job_id
+    assert rl_run.state == "succeeded", [m.text for m in user.bot_messages()][-3:]
+    assert any("Training finished at step" in m.text for m in user.bot_messages())
 
 
 def test_a_file_on_the_runner_host_is_not_dry_run_on_the_bot_host_and_the_card_says_why(

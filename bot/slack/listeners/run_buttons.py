@@ -1,5 +1,6 @@
 """A run's buttons, each straight to its run service: the status card's Cancel and a failed run's
-fixes (bot.runs.controls), and under a finished run *Run again with changes* (bot.runs.rerun),
+fixes (bot.runs.controls), and under a finished run *Run again with changes* and *Continue with
+RL from this model* (bot.runs.rerun),
 *Compare with the previous run of this project* (bot.runs.compare) and *Try it* with the modal
 it opens (bot.runs.tryit). Without a runner they are acked and do nothing."""
 
@@ -19,6 +20,7 @@ from bot.services import Services
 from bot.slack.blocks import (
     RUN_CANCEL_ACTION,
     RUN_COMPARE_ACTION,
+    RUN_CONTINUE_RL_ACTION,
     RUN_FIX_ACTION,
     RUN_RERUN_ACTION,
     RUN_TRY_ACTION,
@@ -64,6 +66,13 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         RUN_RERUN_ACTION,
         services.reruns,
         lambda reruns, click: reruns.rerun(click.client, click.run, click.user),
+    )
+    on_run_button(
+        app,
+        after_ack,
+        RUN_CONTINUE_RL_ACTION,
+        services.reruns,
+        lambda reruns, click: reruns.continue_with_rl(click.client, click.run, click.user),
     )
     on_run_button(
         app,
