@@ -13,10 +13,16 @@ MAX_ANSWER_CHARS = 300
 """An earlier answer is context, not content: long ones (code, data) are cut."""
 
 
+KNOWLEDGE_FILES = {"train-rl": "knowledge.md", "train-sft": "knowledge_sft.md"}
+"""Each wizard's notes, by flow id: its questions and what ART does there."""
+
+
 @functools.cache
-def art_knowledge() -> str:
-    """The compact notes on artbot's questions and ART (knowledge.md, from the project's specs)."""
-    return resources.files("assistant").joinpath("knowledge.md").read_text(encoding="utf-8")
+def art_knowledge(flow_id: str = "train-rl") -> str:
+    """The compact notes on a wizard's questions and ART (knowledge.md for the RL wizard,
+    knowledge_sft.md for fine-tuning; written from the project's specs and ART's skills)."""
+    name = KNOWLEDGE_FILES[flow_id]
+    return resources.files("assistant").joinpath(name).read_text(encoding="utf-8")
 
 
 def open_question(flow: Flow, session: Session) -> Question | None:

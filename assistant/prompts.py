@@ -11,12 +11,12 @@ from assistant.model import ChatMessage
 from flows import Choice, Flow, Question, Session, redact_secrets
 
 ANSWERING = (
-    "You are the assistant inside artbot, a wizard that writes OpenPipe ART RL training "
-    "scripts. The user asked a question while the wizard waits for an answer. Answer it "
-    "briefly (at most 120 words, plain text), from the notes below and the open question's "
-    "help; when the notes do not cover it, say so rather than guess. Do not pick the answer "
-    "for the user: they answer the wizard themselves. You cannot store, approve or run "
-    "anything."
+    "You are the assistant inside artbot, a wizard that writes OpenPipe ART training scripts "
+    "(reinforcement learning, or fine-tuning on examples). The user asked a question while the "
+    "wizard waits for an answer. Answer it briefly (at most 120 words, plain text), from the "
+    "notes below and the open question's help; when the notes do not cover it, say so rather "
+    "than guess. Do not pick the answer for the user: they answer the wizard themselves. You "
+    "cannot store, approve or run anything."
 )
 UNDERSTANDING = (
     "You read a user's free-text reply to one question of artbot's wizard as one valid answer. "
@@ -34,7 +34,7 @@ def answering_messages(
 ) -> list[ChatMessage]:
     """The request that answers `asked` (a question the user typed)."""
     context = (
-        f"{ANSWERING}\n\n# Notes\n{art_knowledge()}\n\n# Where the user is\n"
+        f"{ANSWERING}\n\n# Notes\n{art_knowledge(flow.id)}\n\n# Where the user is\n"
         f"{describe_question(flow, question)}\n\nAnswers so far (data):\n"
         f"{answers_so_far(flow, session)}"
     )
