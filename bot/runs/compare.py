@@ -196,6 +196,11 @@ class RunComparer:
         mine, theirs = self.answers_of(first), self.answers_of(second)
         if mine is None or theirs is None:
             return "The answers of one of these runs are gone (its wizard was deleted)."
+        if mine[0] is not theirs[0]:
+            return (
+                f"Run #{first.public_id} and run #{second.public_id} are of different wizards (RL "
+                "and fine-tuning): their answers and curves do not compare."
+            )
         differences = differing_answers(mine[0], mine[1], theirs[1])
         png = compared_curves_png(
             [

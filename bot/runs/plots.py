@@ -13,6 +13,8 @@ matplotlib.use("Agg")  # before pyplot: a server has no display
 
 import matplotlib.pyplot as plt
 
+from bot.runs.cards import is_fine_tuning
+
 
 def reward_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
     """train/reward and val/reward against the step."""
@@ -79,25 +81,27 @@ def compared_curves_png(
     curves: Sequence[tuple[str, Sequence[dict[str, Any]]]], title: str
 ) -> bytes:
     """Several runs' reward curves on one plot: each run one color, train/reward a line and
-    val/reward dashed with markers."""
+    val/reward dashed with markers; fine-tuning runs' loss/train and reference similarity."""
+    fine_tuning = all(is_fine_tuning(points) for _, points in curves)
+    train_field, val_field = ("loss", "similarity") if fine_tuning else ("train", "val")
     figure, axes = plt.subplots(figsize=(8, 4.5), dpi=100)
     try:
         for index, (label, points) in enumerate(curves):
             color = COMPARED_COLORS[index % len(COMPARED_COLORS)]
-            train = [(p["step"], p["train"]) for p in points if p.get("train") is not None]
-            val = [(p["step"], p["val"]) for p in points if p.get("val") is not None]
+            train = [(p["step"], p[train_field]) for p in points if p.get(train_field) is not None]
+            val = [(p["step"], p[val_field]) for p in points if p.get(val_field) is not None]
             if train:
-                axes.plot(*zip(*train, strict=True), label=f"{label} train", color=color)
+                axes.plot(*zip(*train, strict=True), label=f"{label} {train_field}", color=color)
             if val:
                 axes.plot(
                     *zip(*val, strict=True),
-                    label=f"{label} val",
+                    label=f"{label} {val_field}",
                     color=color,
                     linestyle="--",
                     marker="o",
                 )
         axes.set_xlabel("step")
-        axes.set_ylabel("reward")
+        axes.set_ylabel("loss, reference similarity" if fine_tuning else "reward")
         axes.set_title(title[:80])
         axes.grid(alpha=0.3)
         if axes.lines:

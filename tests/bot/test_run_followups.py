@@ -18,7 +18,7 @@ from bot.runs.compare import differing_answers
 from bot.runs.rerun import rerun_turn
 from bot.runs.service import RunService
 from bot.runs.store import Run
-from flows import TRAIN_RL, Question, Reply, advance, replay
+from flows import TRAIN_RL, TRAIN_SFT, Flow, Question, Reply, advance, replay
 from runner.schemas import EventsPage, EventType, JobEvent
 from storage.sessions import AlsoWrite, SessionKey
 from tests.bot.conftest import Bot, BotFactory, SlackUser
@@ -28,6 +28,7 @@ from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import slash_command
 from tests.fakes.workspace import CHANNEL_ID, TEAM_ID, USER_ID
 from tests.flows.matrix import answers_for
+from tests.flows.sft_matrix import VARIANTS as SFT_VARIANTS
 
 OTHER_USER = "U0OTHER"
 NOBODY_LISTENS = "http://127.0.0.1:9"  # no runner is asked anything in these tests
@@ -55,14 +56,16 @@ def runs_of(bot: Bot) -> RunService:
     return bot.service.runs
 
 
-def an_approved_run(bot: Bot, answers: dict[str, Any] | None = None) -> tuple[SessionKey, Run]:
+def an_approved_run(
+    bot: Bot, answers: dict[str, Any] | None = None, flow: Flow = TRAIN_RL
+) -> tuple[SessionKey, Run]:
     """A new thread in the channel with a run of an approved script, not yet given to a runner;
-    with `answers`, the thread holds a wizard session that took them."""
+    with `answers`, the thread holds a wizard session of `flow` that took them."""
     client = bot.app.client_for(TEAM_ID)
     parent = client.chat_postMessage(channel=CHANNEL_ID, text=f"<@{USER_ID}> started a wizard.")
     key = SessionKey(TEAM_ID, CHANNEL_ID, str(parent["ts"]))
     if answers is not None:
-        bot.service.store.create(key, USER_ID, replay(TRAIN_RL, answers))
+        bot.service.store.create(key, USER_ID, replay(flow, answers))
     runs = runs_of(bot)
     approval = runs.records.record_approval(key, USER_ID, "print('train')\n", "train.py")
     run = runs.runs.create(
@@ -76,12 +79,14 @@ def an_approved_run(bot: Bot, answers: dict[str, Any] | None = None) -> tuple[Se
     return key, run
 
 
-def trained_then_ended(job: str, rewards: list[float], *, succeeded: bool = True) -> EventsPage:
-    """The runner's page of a job that logged `rewards` (one a step) and then succeeded (or
-    failed)."""
+def trained_then_ended(
+    job: str, rewards: list[float], *, succeeded: bool = True, metric: str = "train/reward"
+) -> EventsPage:
+    """The runner's page of a job that logged `rewards` (one a step; a fine-tuning job's loss
+    with `metric="loss/train"`) and then succeeded (or failed)."""
     at = datetime.now(UTC)
     events = [
-        JobEvent(seq=i, job_id=job, type=EventType.step, at=at, data={"step": i, "train/reward": r})
+        JobEvent(seq=i, job_id=job, type=EventType.step, at=at, data={"step": i, metric: r})
         for i, r in enumerate(rewards, 1)
     ]
     end = (
@@ -99,15 +104,21 @@ def trained_then_ended(job: str, rewards: list[float], *, succeeded: bool = True
 
 
 def a_finished_run(
-    bot: Bot, answers: dict[str, Any], *, rewards: list[float], succeeded: bool = True
+    bot: Bot,
+    answers: dict[str, Any],
+    *,
+    rewards: list[float],
+    succeeded: bool = True,
+    flow: Flow = TRAIN_RL,
 ) -> tuple[SlackUser, Run]:
-    """A wizard thread with `answers` whose approved run trained with `rewards` (one a step)
-    and then succeeded (or failed), as the runner tells it."""
-    key, run = an_approved_run(bot, answers)
+    """A wizard thread with `answers` of `flow` whose approved run trained with `rewards` (one a
+    step; a fine-tuning run's losses) and then succeeded (or failed), as the runner tells it."""
+    key, run = an_approved_run(bot, answers, flow)
     runs = runs_of(bot)
     job = f"job-{run.id}"
     runs.runs.update(run.id, job_id=job, state="running")
-    runs.apply(run.id, trained_then_ended(job, rewards, succeeded=succeeded))
+    metric = "loss/train" if flow is TRAIN_SFT else "train/reward"
+    runs.apply(run.id, trained_then_ended(job, rewards, succeeded=succeeded, metric=metric))
     user = SlackUser(bot, thread=key.thread)
     user.settle()
     finished = runs.runs.get(run.id)
@@ -266,6 +277,37 @@ def test_the_compare_command_takes_two_of_your_run_ids_and_refuses_others(
     [plot] = [u for u in fake.uploaded_files() if u.name.startswith("compare-")]
     assert plot.name == f"compare-run-{first.public_id}-run-{second.public_id}.png"
     assert plot.thread_ts == user.thread and "4 answers differ" in (plot.initial_comment or "")
+
+
+def test_fine_tuning_runs_compare_by_their_loss_and_never_with_an_rl_run(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    bot = a_bot(make_bot)
+    _, rl = a_finished_run(bot, BASELINE, rewards=[0.1, 0.2])
+    _, sft = a_finished_run(
+        bot, SFT_VARIANTS["file-local-paste"], rewards=[2.0, 1.1], flow=TRAIN_SFT
+    )
+    user, sft_again = a_finished_run(
+        bot, SFT_VARIANTS["file-serverless-runner"], rewards=[1.8, 0.9], flow=TRAIN_SFT
+    )
+
+    bot.dispatch(
+        slash_command(
+            text=f"compare {rl.public_id} {sft.public_id}", response_url=fake.response_url()
+        )
+    )
+    fake.wait_for(lambda f: any("different wizards" in str(r) for r in f.responses()))
+    assert not [u for u in fake.uploaded_files() if u.name.startswith("compare-")]
+
+    bot.dispatch(
+        slash_command(
+            text=f"compare {sft.public_id} {sft_again.public_id}", response_url=fake.response_url()
+        )
+    )
+    fake.wait_for(lambda f: any("Posted the comparison" in str(r) for r in f.responses()))
+    [plot] = [u for u in fake.uploaded_files() if u.name.startswith("compare-")]
+    assert plot.thread_ts == user.thread and plot.content.startswith(b"\x89PNG")
+    assert "answers differ" in (plot.initial_comment or "")
 
 
 # -- trying the model --
