@@ -166,9 +166,10 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _chat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session",
-        default=DEFAULT_SESSION_NAME,
+        default=None,
         metavar="NAME",
-        help="which of your sessions to resume or start [default]",
+        help=f"which of your sessions to resume or start [{DEFAULT_SESSION_NAME}; with "
+        "--after-sft: MODEL-rl]",
     )
     start = parser.add_mutually_exclusive_group()
     start.add_argument(
@@ -180,6 +181,21 @@ def _chat_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ANSWERS.json",
         help="write the session's answers as `artbot render --answers` reads them ('-' for "
         "stdout), then stop",
+    )
+    after = parser.add_mutually_exclusive_group()
+    after.add_argument(
+        "--after-sft",
+        type=Path,
+        metavar="ANSWERS.json",
+        help="start a new train-rl session that continues the finished fine-tuning run of "
+        "these train-sft answers (as --export writes them): its script forks the SFT model",
+    )
+    after.add_argument(
+        "--after-sft-session",
+        nargs="?",
+        const=True,
+        metavar="NAME",
+        help="the same, from your finished train-sft session NAME [the one finished last]",
     )
     _add_flow_argument(parser, "a resumed session's own; train-rl for a new one")
     _add_database_url_argument(parser, "where sessions are kept")

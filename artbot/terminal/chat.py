@@ -4,11 +4,14 @@ at the end, write, check and dry-run the script."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import os
 import shlex
 import sys
+import tempfile
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
@@ -22,6 +25,15 @@ from artbot.exit_status import (
     EXIT_USAGE,
 )
 from artbot.script_files import ScriptExists, script_path, write_script
+from artbot.terminal.after_sft import (
+    NotAFinishedSftRun,
+    fork_note,
+    plant_standin_sft_model,
+    rl_session_from_file,
+    rl_session_from_store,
+    rl_session_name,
+    run_note,
+)
 from artbot.terminal.io import EndOfInput, Terminal
 from assistant import (
     Assistant,
@@ -48,6 +60,7 @@ from flows import (
     advance,
     begin,
 )
+from flows.start_from import start_of
 from isolation.sandbox import Sandbox
 from storage import migrations
 from storage.database import DatabaseUrlError, database_problem
@@ -88,8 +101,21 @@ DATA_FILE_ANSWERS = ("scenarios_path", "train_source", "val_source", "dataset_pa
 
 def run_chat_command(args: argparse.Namespace) -> int:
     """Run the wizard on stdin and stdout; the exit status says how it ended."""
+    after_sft = args.after_sft is not None or args.after_sft_session is not None
+    if after_sft and (args.export is not None or args.flow == "train-sft"):
+        other = "--export" if args.export is not None else "--flow train-sft"
+        print(
+            f"artbot chat: {other} cannot go with --after-sft: RL after SFT starts a new "
+            "train-rl session",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
-        key = SessionKey(TERMINAL_TEAM, local_user(), args.session)
+        key = SessionKey(
+            TERMINAL_TEAM,
+            local_user(),
+            args.session if args.session is not None else DEFAULT_SESSION_NAME,
+        )
     except ValueError as error:
         print(f"artbot chat: --session: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -117,14 +143,31 @@ def run_chat_command(args: argparse.Namespace) -> int:
             return export_answers(store, key, args.export)
         finally:
             store.close()
+    start: Session | None = None
     try:
-        flow = chat_flow(store.get(key), args.flow, new=args.new)
+        if after_sft:
+            key, start = after_sft_session(store, key, args)
+            flow = TRAIN_RL
+        else:
+            flow = chat_flow(store.get(key), args.flow, new=args.new)
+    except NotAFinishedSftRun as error:
+        store.close()
+        option = "--after-sft" if args.after_sft is not None else "--after-sft-session"
+        print(f"artbot chat: {option}: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except SessionStoreError as error:
         store.close()
         print(f"artbot chat: {error}", file=sys.stderr)
         return EXIT_USAGE
     chat = Chat(
-        store, key, terminal, out=args.out, dryrun=args.dryrun, flow=flow, assistant=assistant
+        store,
+        key,
+        terminal,
+        out=args.out,
+        dryrun=args.dryrun,
+        flow=flow,
+        assistant=assistant,
+        start=start,
     )
     try:
         return chat.run(new=args.new)
@@ -140,6 +183,35 @@ def run_chat_command(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     finally:
         store.close()
+
+
+def after_sft_session(
+    store: SessionStore, key: SessionKey, args: argparse.Namespace
+) -> tuple[SessionKey, Session]:
+    """The key and the new train-rl session of `--after-sft FILE` or `--after-sft-session
+    [NAME]`: under `--session`, else MODEL-rl. NotAFinishedSftRun when the source is no finished
+    SFT run; SessionStoreError when the key holds a session that only `--new` may discard."""
+    if args.after_sft is not None:
+        start = rl_session_from_file(args.after_sft)
+        source = None
+    else:
+        name = args.after_sft_session if isinstance(args.after_sft_session, str) else None
+        source, start = rl_session_from_store(store, key.team, key.channel, name)
+    if args.session is None:
+        key = SessionKey(key.team, key.channel, rl_session_name(start.answers["start_from"]))
+    if key == source:
+        raise SessionStoreError(
+            f"session “{key.thread}” is the SFT session the RL one starts from: give the RL "
+            "session another name with `--session NAME`"
+        )
+    stored = store.get(key)
+    if stored is not None and kept_session(stored) and not args.new:
+        state = "finished" if stored.session.status == "complete" else stored.session.status
+        raise SessionStoreError(
+            f"there is already a session “{key.thread}” ({stored.session.flow}, {state}): "
+            "`--session NAME` starts the RL one beside it, `--new` discards it"
+        )
+    return key, start
 
 
 def chat_flow(stored: StoredSession | None, requested: str | None, *, new: bool) -> Flow:
@@ -215,6 +287,9 @@ class Chat:
     flow: Flow = TRAIN_RL
     assistant: Assistant | None = None
     """Answers questions and reads free text (ARTBOT_LLM_MODEL); None: the plain wizard."""
+    start: Session | None = None
+    """The new session to begin with in place of a blank one (RL after SFT, `--after-sft`):
+    a kept session under the key is never resumed or replaced then, except with `new`."""
 
     def resume_command(self, *options: str) -> str:
         """The command that carries on with this session (with `options`), in backticks."""
@@ -230,6 +305,8 @@ class Chat:
         if self.assistant is not None:
             say(ASSISTANT_BANNER)
         session = self._open(new)
+        if (start := start_of(session.answers)) is not None:
+            say(fork_note(start))
         # A finished session reopens at the Edit menu: a changed answer asks again what it opens.
         reopened = session.status == "complete"
         turn = (
@@ -309,12 +386,15 @@ class Chat:
         name = self.key.thread
         if (
             stored is not None
-            and stored.session.flow != self.flow.id
+            and (stored.session.flow != self.flow.id or self.start is not None)
             and kept_session(stored)
             and not new
         ):
             raise SessionStoreError(
                 f"session {name} belongs to another flow ({stored.session.flow})"
+                if self.start is None
+                else f"session “{name}” was started elsewhere meanwhile: `--session NAME` starts "
+                "the RL one beside it"
             )
         if stored is not None and stored.resumable and not new:
             answered = len(self.flow.active_answers(stored.session.answers))
@@ -334,7 +414,12 @@ class Chat:
             else:
                 say(f"Your previous session “{name}” was {was}; starting a new one.")
             self.store.delete(self.key)
-        session = Session.start(self.flow.id)
+        session = self.start or Session.start(self.flow.id)
+        if self.start is not None:
+            say(
+                f"Started the train-rl session “{name}”: {self.resume_command()} carries on "
+                "with it."
+            )
         self.store.create(self.key, self.key.channel, session)
         return session
 
@@ -392,6 +477,9 @@ class Chat:
             self.terminal.problem(f"The script was not written: {error}")
             return EXIT_PROBLEMS
         say(f"Wrote {written.path}." + (f" {written.note}" if written.note else ""))
+        start = start_of(answers)
+        if start is not None:
+            say(run_note(start, written.path.name))
         report = check_script(written.path)
         say(report.format())
         if report.errors:
@@ -407,13 +495,16 @@ class Chat:
         if not self.dryrun:
             return checked
         data_files = [Path(str(answers[name])) for name in DATA_FILE_ANSWERS if answers.get(name)]
-        dry_run = self._dry_run(written.path, data_files)
+        dry_run = self._dry_run(written.path, data_files, start)
         return checked if dry_run is None or dry_run == EXIT_OK else dry_run
 
-    def _dry_run(self, path: Path, data_files: list[Path]) -> int | None:
+    def _dry_run(
+        self, path: Path, data_files: list[Path], start: Mapping[str, str] | None = None
+    ) -> int | None:
         """The exit status `artbot dryrun` would give (EXIT_OK, EXIT_PROBLEMS, or
         EXIT_INCONCLUSIVE when the stand-in could not play the game); None when it is not
-        available."""
+        available. A script that starts from an SFT model forks a stand-in of it: the real one
+        is in the SFT run's art path (or W&B), which the dry run never touches."""
         try:
             # Imported late: the dry run is optional.
             from checks.dryrun import dryrun_script
@@ -421,14 +512,26 @@ class Chat:
         except ImportError as error:
             self.terminal.say(f"Dry run unavailable ({error}); the script was not dry-run.")
             return None
-        self.terminal.say("Dry run: running the script on this CPU with a stand-in model...")
-        try:
-            # Your own code on your own machine: sandboxed where this host can, else not.
-            report = dryrun_script(
-                path, sandbox=Sandbox.for_host(allow_unconfined=True), data_files=data_files
-            )
-        except (OSError, ValueError) as error:
-            self.terminal.problem(f"The dry run could not start: {error}")
-            return EXIT_PROBLEMS
+        folder = (
+            tempfile.TemporaryDirectory(prefix="artbot-dryrun-")
+            if start is not None
+            else contextlib.nullcontext(None)
+        )
+        with folder as temporary:
+            workdir = Path(temporary) if temporary is not None else None
+            if workdir is not None and start is not None:
+                self.terminal.say(plant_standin_sft_model(workdir, start))
+            self.terminal.say("Dry run: running the script on this CPU with a stand-in model...")
+            try:
+                # Your own code on your own machine: sandboxed where this host can, else not.
+                report = dryrun_script(
+                    path,
+                    sandbox=Sandbox.for_host(allow_unconfined=True),
+                    data_files=data_files,
+                    workdir=workdir,
+                )
+            except (OSError, ValueError) as error:
+                self.terminal.problem(f"The dry run could not start: {error}")
+                return EXIT_PROBLEMS
         self.terminal.say(report.format())
         return verdict_exit_status(report)
