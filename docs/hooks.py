@@ -5,13 +5,14 @@ GENERATED[NAME]() when the page is built:
 - `configuration`: one table of every setting, from the pydantic-settings classes found in the
   source (a field without a description stops the build);
 - `commands`: every `artbot` subcommand and its options, from the command line's parser;
-- `questions`: the wizard's questions in order, from the train-rl flow;
+- `questions`, `questions-sft`: a wizard's questions in order, from its flow (train-rl,
+  train-sft), and the answers it is given without a question;
 - `layers`: what each part may import, from the rules `tests/test_layers.py` enforces;
 - `layout`: every package, subpackage and module with its docstring's first sentence, walked
   from the source tree (a module without a docstring stops the build).
 Settings classes and modules are found by walking the tree, never named, so the pages follow
-modules that move; the only names used are the command line's parser (`artbot.cli`), the flow
-(`flows.TRAIN_RL`) and the layer rules (`tests/test_layers.py`).
+modules that move; the only names used are the command line's parser (`artbot.cli`), the flows
+(`flows.FLOWS`, by id) and the layer rules (`tests/test_layers.py`).
 """
 
 from __future__ import annotations
@@ -304,13 +305,15 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[tuple[str, str, str]]:
 # ---- the wizard's questions ----------------------------------------------------------------------
 
 
-def questions() -> str:
-    """Every question of the train-rl flow in order, by part: the id an answers file uses, the
-    question, what it takes, and when it is asked (its `when=` guard in words)."""
-    from flows import TRAIN_RL
+def questions(flow_id: str = "train-rl") -> str:
+    """Every question of the flow `flow_id` in order, by part: the id an answers file uses, the
+    question, what it takes, and when it is asked (its `when=` guard in words); then the answers
+    it is given with no question (a run that continues another)."""
+    from flows import FLOWS
 
+    flow = FLOWS[flow_id]
     sections = []
-    for number, part in enumerate(TRAIN_RL.parts, start=1):
+    for number, part in enumerate(flow.parts, start=1):
         rows = [
             (
                 f"`{step.id}`",
@@ -318,11 +321,17 @@ def questions() -> str:
                 cell(answer(step)),
                 cell(outermost(asked_when(step.when))),
             )
-            for step in TRAIN_RL.steps_of(part)
+            for step in flow.steps_of(part)
         ]
         sections.append(
-            f"### Part {number} of {len(TRAIN_RL.parts)}: {part.title}\n\n"
+            f"### Part {number} of {len(flow.parts)}: {part.title}\n\n"
             + table(("id", "question", "answer", "asked when"), rows)
+        )
+    given = [f"`{entry.id}` (**{cell(entry.title)}**)" for entry in flow.given]
+    if given:
+        sections.append(
+            f"Given, never asked: {', '.join(given)}. Set when the session is made (an answers "
+            "file may carry it); the questions it settles are then answered already."
         )
     return "\n\n".join(sections)
 
@@ -425,6 +434,7 @@ GENERATED: dict[str, Callable[[], str]] = {
     "commands": commands,
     "layers": layers,
     "questions": questions,
+    "questions-sft": lambda: questions("train-sft"),
     "layout": layout,
 }
 

@@ -1,9 +1,9 @@
 """The documentation builds strictly, says only what is true of the tree, and shows nothing that
 looks runnable without running it (tests/docs/test_examples.py runs what it shows).
 
-The generated pages (configuration, commands, questions, layers, layout) come from docs/hooks.py;
-these tests hold the code to what they need: a description for every setting, a docstring for
-every module.
+The generated pages (configuration, commands, both wizards' questions, layers, layout) come from
+docs/hooks.py; these tests hold the code to what they need: a description for every setting, a
+docstring for every module.
 """
 
 from __future__ import annotations
@@ -286,8 +286,11 @@ def test_the_variables_read_outside_the_settings_are_read() -> None:
     assert [name for name in names if f'"{name}"' not in source] == []
 
 
-def test_the_questions_table_has_every_question() -> None:
-    from flows import TRAIN_RL
+@pytest.mark.parametrize("marker", ["questions", "questions-sft"])
+def test_the_questions_table_has_every_question(marker: str) -> None:
+    from flows import TRAIN_RL, TRAIN_SFT
 
-    table = hooks().questions()
-    assert [step.id for step in TRAIN_RL.steps if f"| `{step.id}` |" not in table] == []
+    flow = TRAIN_SFT if marker == "questions-sft" else TRAIN_RL
+    table = hooks().GENERATED[marker]()
+    assert [step.id for step in flow.steps if f"| `{step.id}` |" not in table] == []
+    assert [entry.id for entry in flow.given if f"`{entry.id}`" not in table] == []
