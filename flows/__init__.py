@@ -25,6 +25,8 @@ from flows.replay import AnswersError, replay
 from flows.secrets import redact_secrets
 from flows.session import Session
 from flows.sft_then_rl import rl_session_after_sft
+from flows.start_from import BACKENDS as BACKEND_NAMES
+from flows.start_from import start_of
 from flows.steps import Attachment, Choice, InvalidAnswer, Text, ValuesMenu
 from flows.tool_schemas import tool_schemas_from_code
 from flows.train_rl import TRAIN_RL, hyperparameters
@@ -51,6 +53,7 @@ FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL, TRAIN_SFT.id: TRAIN_SFT}
 """Every flow by its id: the one registry the session store and the adapters look flows up in."""
 
 __all__ = [
+    "BACKEND_NAMES",
     "CODE_STEPS",
     "EDIT_MENU",
     "FLOWS",
@@ -92,6 +95,7 @@ __all__ = [
     "rl_session_after_sft",
     "sft_hyperparameters",
     "shown_answer",
+    "start_of",
     "tool_schemas_from_code",
     "training_rows",
 ]

@@ -9,12 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from flows import FLOWS, TRAIN_SFT, AnswersError, Session, replay, rl_session_after_sft
-from flows.start_from import BACKENDS
+from checks.dryrun.model_dirs import STANDIN_SFT_STEP
+from flows import (
+    BACKEND_NAMES,
+    FLOWS,
+    TRAIN_SFT,
+    AnswersError,
+    Session,
+    replay,
+    rl_session_after_sft,
+)
 from storage.sessions import SessionKey, SessionStore, StoredSession
-
-STANDIN_SFT_STEP = 1
-"""The step of the stand-in SFT checkpoint the chat's dry run forks (any step would do)."""
 
 
 class NotAFinishedSftRun(Exception):
@@ -115,7 +120,7 @@ def rl_session_name(start: Mapping[str, str]) -> str:
 
 def fork_note(start: Mapping[str, str]) -> str:
     """What the terminal says when an RL session starts from an SFT model."""
-    backend = BACKENDS[start["backend"]]
+    backend = BACKEND_NAMES[start["backend"]]
     where = (
         "On LocalBackend the fork copies it from the SFT run's ART folder, so run the script "
         "with the same --art-path as the SFT run."
@@ -142,21 +147,9 @@ def run_note(start: Mapping[str, str], script_name: str) -> str:
     return f"It forks `{start['model']}` from W&B when it first starts: use the SFT run's W&B key."
 
 
-def plant_standin_sft_model(workdir: Path, start: Mapping[str, str]) -> str:
-    """Leave a stand-in of the SFT model in the dry run's art path (`workdir`/.art), as ART lays
-    a model out (model.json, one checkpoint, no weights), so the stand-in fork finds it; what
-    the terminal says about it."""
-    # Imported on use, as the chat imports the dry run: it is optional.
-    from checks.dryrun.model_dirs import write_checkpoint
-
-    model_dir = workdir / ".art" / start["project"] / "models" / start["model"]
-    write_checkpoint(str(model_dir), STANDIN_SFT_STEP)
-    (model_dir / "model.json").write_text(
-        json.dumps(
-            {"name": start["model"], "project": start["project"], "base_model": start["base_model"]}
-        ),
-        encoding="utf-8",
-    )
+def standin_note(start: Mapping[str, str]) -> str:
+    """What the terminal says before dry-running a script that starts from an SFT model: the
+    dry run forks a stand-in of it (checks.dryrun.model_dirs.plant_sft_model)."""
     return (
         f"Your SFT model `{start['model']}` is not part of the dry run: it forks a stand-in "
         f"(checkpoint {STANDIN_SFT_STEP}, no weights) left in the dry run's own folder. So it "

@@ -4,13 +4,11 @@ at the end, write, check and dry-run the script."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import getpass
 import json
 import os
 import shlex
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
@@ -28,11 +26,11 @@ from artbot.script_files import ScriptExists, script_path, write_script
 from artbot.terminal.after_sft import (
     NotAFinishedSftRun,
     fork_note,
-    plant_standin_sft_model,
     rl_session_from_file,
     rl_session_from_store,
     rl_session_name,
     run_note,
+    standin_note,
 )
 from artbot.terminal.io import EndOfInput, Terminal
 from assistant import (
@@ -59,8 +57,8 @@ from flows import (
     Turn,
     advance,
     begin,
+    start_of,
 )
-from flows.start_from import start_of
 from isolation.sandbox import Sandbox
 from storage import migrations
 from storage.database import DatabaseUrlError, database_problem
@@ -512,26 +510,19 @@ class Chat:
         except ImportError as error:
             self.terminal.say(f"Dry run unavailable ({error}); the script was not dry-run.")
             return None
-        folder = (
-            tempfile.TemporaryDirectory(prefix="artbot-dryrun-")
-            if start is not None
-            else contextlib.nullcontext(None)
-        )
-        with folder as temporary:
-            workdir = Path(temporary) if temporary is not None else None
-            if workdir is not None and start is not None:
-                self.terminal.say(plant_standin_sft_model(workdir, start))
-            self.terminal.say("Dry run: running the script on this CPU with a stand-in model...")
-            try:
-                # Your own code on your own machine: sandboxed where this host can, else not.
-                report = dryrun_script(
-                    path,
-                    sandbox=Sandbox.for_host(allow_unconfined=True),
-                    data_files=data_files,
-                    workdir=workdir,
-                )
-            except (OSError, ValueError) as error:
-                self.terminal.problem(f"The dry run could not start: {error}")
-                return EXIT_PROBLEMS
+        if start is not None:
+            self.terminal.say(standin_note(start))
+        self.terminal.say("Dry run: running the script on this CPU with a stand-in model...")
+        try:
+            # Your own code on your own machine: sandboxed where this host can, else not.
+            report = dryrun_script(
+                path,
+                sandbox=Sandbox.for_host(allow_unconfined=True),
+                data_files=data_files,
+                forks_from=start,
+            )
+        except (OSError, ValueError) as error:
+            self.terminal.problem(f"The dry run could not start: {error}")
+            return EXIT_PROBLEMS
         self.terminal.say(report.format())
         return verdict_exit_status(report)

@@ -26,6 +26,7 @@ from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords, script_digest
 from bot.slack.text import clip, escape
 from bot.workspaces.clients import ClientFor, NotInstalled
+from flows import start_of
 from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
 from runner.schemas import EventsPage, EventType, JobSubmission
 from storage.sessions import SessionKey, SessionStore
@@ -138,8 +139,8 @@ class RunService:
     def continuation_refusal(self, key: SessionKey, answers: Mapping[str, Any]) -> str | None:
         """Why a run that continues a fine-tuning run cannot start (that run is gone, or did not
         succeed), or None (it can, or it continues nothing)."""
-        start = answers.get("start_from")
-        if not isinstance(start, Mapping) or not start.get("run"):
+        start = start_of(answers)
+        if start is None or not start.get("run"):
             return None
         sft = self._continued_run(key, answers)
         if sft is None or sft.state != "succeeded" or sft.job_id is None:
@@ -153,8 +154,8 @@ class RunService:
     def _continued_run(self, key: SessionKey, answers: Mapping[str, Any]) -> Run | None:
         """The fine-tuning run these answers continue (flows.start_from's `run`), of the same
         workspace; None when they continue none."""
-        start = answers.get("start_from")
-        if not isinstance(start, Mapping) or not isinstance(start.get("run"), str):
+        start = start_of(answers)
+        if start is None or not isinstance(start.get("run"), str):
             return None
         return self.runs.find(RunRef(key.team, start["run"]))
 

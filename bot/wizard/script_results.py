@@ -8,11 +8,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -35,13 +35,22 @@ from bot.wizard.script_summaries import SUMMARIES
 from checks.dryrun import DryrunReport, dryrun_script
 from checks.script_check import CheckReport, Problem, check_script
 from checks.script_format import formatted_script
-from flows import Flow, RenderError, Text
+from flows import Flow, RenderError, Text, start_of
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
 
-Dryrun = Callable[[Path], DryrunReport]
+
+class Dryrun(Protocol):
+    """checks.dryrun.dryrun_script as the bot calls it: a script, and the SFT model it starts
+    from when it continues a fine-tuning run (the dry run forks a stand-in of it)."""
+
+    def __call__(
+        self, path: Path, *, forks_from: Mapping[str, str] | None = None
+    ) -> DryrunReport: ...
+
+
 REPORT_IN_MESSAGE = 2_800
 
 
@@ -205,7 +214,9 @@ class ScriptResults:
             ],
         )
         if card.dryrun == DRYRUN_RUNNING:
-            self._executor.submit(self._dryrun_and_report, key, path, card)
+            start = start_of(answers)
+            forks_from = dict(start) if start is not None else None
+            self._executor.submit(self._dryrun_and_report, key, path, card, forks_from)
 
     def _dryrun_line(self, report: CheckReport, runner_paths: Sequence[str]) -> str:
         """The card's dry-run line before the dry run: under way, or why there is none. Only
@@ -245,10 +256,20 @@ class ScriptResults:
                 log.warning("files.info failed in %s: %s", key, error.response.get("error"))
         return str(file.get("permalink") or "") or None
 
-    def _dryrun_and_report(self, key: SessionKey, path: Path, card: ResultCard) -> None:
+    def _dryrun_and_report(
+        self,
+        key: SessionKey,
+        path: Path,
+        card: ResultCard,
+        forks_from: Mapping[str, str] | None = None,
+    ) -> None:
         assert self._dryrun is not None
         try:
-            report = self._dryrun(path)
+            report = (
+                self._dryrun(path, forks_from=forks_from)
+                if forks_from is not None
+                else self._dryrun(path)
+            )
         except Exception as error:  # a crash of the dry run itself must still be said
             log.exception("dry run crashed for %s", key)
             verdict = f":x: The dry run itself failed: {escape(clip(str(error), 500))}"

@@ -26,6 +26,7 @@ from checks.dryrun.handoff import (
     STACKS_AT_ENV,
     WANDB_KEY_PLACEHOLDER,
 )
+from checks.dryrun.model_dirs import plant_sft_model
 from checks.dryrun.output_tail import OutputTail
 from checks.dryrun.report import DryrunReport, build_report, setup_failure_report
 from checks.dryrun.run_record import load_record
@@ -241,6 +242,7 @@ def dryrun_script(
     env_cache_dir: Path | None = None,
     sandbox: Sandbox | None = None,
     data_files: Sequence[Path] = (),
+    forks_from: Mapping[str, str] | None = None,
 ) -> DryrunReport:
     """Run the ART training script at `path` on a CPU with the stand-in policy and trainer.
 
@@ -250,6 +252,9 @@ def dryrun_script(
     isolation.sandbox); an unconfined one runs it under rlimits only and says so, or, where it
     may not run code, nothing runs and the report says why. `data_files` are files the script
     reads by absolute path (a JSONL named in the terminal): the sandbox sees them, read-only.
+    `forks_from` is the SFT model an RL script starts from (flows.start_from): the real one is
+    in the SFT run's art path or on W&B, which the dry run never touches, so it forks a stand-in
+    left in its own folder, and says so.
     """
     script = path.resolve()
     if not script.is_file():
@@ -278,6 +283,8 @@ def dryrun_script(
         notes.append(f"ran without a sandbox ({sandbox.reason}): the script could reach this host")
     with _working_directory(workdir) as cwd:
         stage_workdir(script, cwd)
+        if forks_from is not None:
+            notes.append(plant_sft_model(cwd / ".art", forks_from))
         record_dir = Path(tempfile.mkdtemp(prefix="artbot-dryrun-record-"))
         try:
             record_path = record_dir / "record.json"

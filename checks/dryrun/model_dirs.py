@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,3 +94,27 @@ def read_history(model_dirs: Iterable[str]) -> HistorySummary:
             if isinstance(row.get("val/reward"), int | float):
                 last_val_reward = float(row["val/reward"])
     return HistorySummary(train_rows, validations, last_val_reward)
+
+
+STANDIN_SFT_STEP = 3
+"""The step of the stand-in SFT checkpoint a continued RL run's dry run forks (any would do)."""
+
+
+def plant_sft_model(art_path: Path, start: Mapping[str, str]) -> str:
+    """Leave a stand-in of the SFT model an RL run starts from (flows.start_from: its model,
+    project and base model) in the dry run's art path, as ART lays a model out (model.json, one
+    checkpoint, no weights), so the stand-in fork finds it; the note the report keeps."""
+    model_dir = art_path / start["project"] / "models" / start["model"]
+    write_checkpoint(str(model_dir), STANDIN_SFT_STEP)
+    (model_dir / "model.json").write_text(
+        json.dumps(
+            {"name": start["model"], "project": start["project"], "base_model": start["base_model"]}
+        ),
+        encoding="utf-8",
+    )
+    return (
+        f"forked a stand-in of the SFT model `{start['model']}` (checkpoint {STANDIN_SFT_STEP}, "
+        "no weights) left in the dry run's own folder: the dry run shows the fork and the RL "
+        "steps after it, not that the script finds your SFT model (that takes the SFT run's "
+        + ("art path)" if start.get("backend") == "local" else "W&B account)")
+    )

@@ -4,12 +4,13 @@ loss in the thread and the model at the end."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
-from checks.dryrun import DryrunReport
+from bot.wizard.script_results import Dryrun
+from checks.dryrun import DryrunReport, dryrun_script
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_runs_end_to_end import follow_until_finished, runs_of
 from tests.bot.test_slack_escaping import drop
@@ -120,9 +121,13 @@ def test_a_broken_dataset_is_refused_by_line_and_the_wizard_waits_at_its_questio
     assert user.asked() == "val_split"
 
 
-def trained_sft_run(make_bot: BotFactory, fake: FakeSlack, runner_url: str) -> SlackUser:
+def trained_sft_run(
+    make_bot: BotFactory, fake: FakeSlack, runner_url: str, dryrun: Dryrun | None = None
+) -> SlackUser:
     """A fine-tuning wizard on an uploaded file, approved and trained to its end."""
-    user = SlackUser(make_bot(ARTBOT_RUNNER_URL=runner_url, ARTBOT_RUNNER_TOKEN=TOKEN))
+    user = SlackUser(
+        make_bot(ARTBOT_RUNNER_URL=runner_url, ARTBOT_RUNNER_TOKEN=TOKEN, dryrun=dryrun)
+    )
     answer_up_to_the_dataset(user)
     drop(user, fake, "weather.jsonl", ROWS_JSONL.encode())
     answer_after_the_dataset(user)
@@ -165,7 +170,13 @@ def test_an_approved_sft_script_trains_and_its_loss_and_model_reach_the_thread(
 def test_a_finished_sft_run_continues_with_rl_from_its_model_in_its_job_folder(
     make_bot: BotFactory, fake: FakeSlack, gpu_host: Runner
 ) -> None:
-    user = trained_sft_run(make_bot, fake, gpu_host.base_url)
+    forked: list[Mapping[str, str] | None] = []
+
+    def dryrun(path: Path, *, forks_from: Mapping[str, str] | None = None) -> DryrunReport:
+        forked.append(forks_from)
+        return dryrun_script(path, workdir=path.parent / "dryrun", forks_from=forks_from)
+
+    user = trained_sft_run(make_bot, fake, gpu_host.base_url, dryrun)
     [sft_run] = runs_of(user).runs.for_thread(user.key)
     sft_thread = user.thread
     final = next(m for m in user.bot_messages() if "Training finished at step" in m.text)
@@ -212,6 +223,9 @@ def test_a_finished_sft_run_continues_with_rl_from_its_model_in_its_job_folder(
     user.click("Epochs over the fixed dataset")
     card = user.wait_for_result()
     assert ":white_check_mark: `artbot check`" in card.text
+    # The dry run forks a stand-in of the SFT model in its own folder, and passes.
+    user.fake.wait_for(lambda f: "Dry run passed" in user.result_cards()[-1].text, timeout=240)
+    assert forked[-1] == stored.session.answers["start_from"]
     [script] = [f for f in fake.uploaded_files() if f.name == "weather-rl-001.py"]
     assert "backend._experimental_fork_checkpoint(" in script.content.decode()
 

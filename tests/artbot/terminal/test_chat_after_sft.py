@@ -155,6 +155,6 @@ def test_exported_sft_answers_continue_and_the_dry_run_forks_a_stand_in_sft_mode
     assert "Your SFT model `capitals-001` is not part of the dry run: it forks a stand-in" in said
     assert "math-rl-001.py: dry run ok" in said
     assert (
-        "LocalBackend._experimental_fork_checkpoint copied checkpoint 1 of "
+        "LocalBackend._experimental_fork_checkpoint copied checkpoint 3 of "
         "sft-project/capitals-001 into rl-project/math-rl-001."
     ) in said
