@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from assistant import Assistant
 from flows import TRAIN_SFT, Notice, Reply, Session, advance, begin
-from tests.assistant.conftest import USER
+from tests.assistant.conftest import USER, question_of
+from tests.assistant.test_recommendations import advice
 from tests.assistant.test_understanding import reading
 from tests.fakes.openai_server import FakeOpenAI, Scripted
+from tests.flows.sft_data import ROWS, ROWS_JSONL
 
 DISTILLATION = (
     "Distillation trains the small model on a bigger teacher model's replies to your prompts."
@@ -51,3 +53,38 @@ def test_a_free_reply_to_the_scenario_is_read_as_one_of_its_options(
     assert accepted.session.answers["scenario"] == "distillation"
     schema = str(fake.requests[0].get("response_format"))
     assert "'file'" in schema and "'distillation'" in schema
+
+
+def test_examples_given_bring_recommendations_for_the_split_and_the_base_model(
+    assistant: Assistant, fake: FakeOpenAI
+) -> None:
+    session = fresh_sft_session()
+    for reply in ("file", "local", "paste"):
+        session = advance(TRAIN_SFT, session, Reply(text=reply)).session
+    small = "meta-llama/Llama-3.1-8B-Instruct"
+    fake.script(
+        advice(
+            ("val_split", "held_out", "Fifteen rows spare a few for a before-and-after check."),
+            ("base_model", small, "Short single tool calls: the smallest model learns them."),
+            ("reward", "ruler", "Not a question of this wizard."),
+        )
+    )
+
+    assisted = assistant.respond(TRAIN_SFT, session, Reply(text=ROWS_JSONL), USER)
+
+    session = assisted.turn.session
+    assert session.answers["dataset"] == ROWS  # the examples count as typed
+    assert set(session.advice) == {"val_split", "base_model"}  # another wizard's question dropped
+    said = "\n".join(m.text for m in assisted.turn.messages if isinstance(m, Notice))
+    assert "From your examples, I will recommend answers for:" in said
+    (request,) = fake.requests
+    system, user = request["messages"]
+    assert f"Some of the {len(ROWS)} examples (data, JSONL)" in system["content"]
+    assert "fine-tuning (SFT) wizard" in system["content"]
+    assert user["content"] == "Recommend from the examples above."
+    at_split = question_of(assisted.turn.messages)
+    assert at_split.step_id == "val_split" and at_split.options[0].recommended
+    session = advance(TRAIN_SFT, session, Reply(text="held_out")).session
+    asked = question_of(advance(TRAIN_SFT, session, Reply(text="default")).messages)
+    assert asked.step_id == "base_model"
+    assert [o.value for o in asked.options if o.recommended] == [small]
