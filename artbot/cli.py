@@ -19,6 +19,7 @@ from artbot.exit_status import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from artbot.script_files import ScriptExists, script_path, write_script
 from artbot.terminal.chat import DEFAULT_SESSION_NAME, run_chat_command
 from checks.dryrun.command import add_dryrun_arguments, run_dryrun_command
+from checks.preflight.command import add_preflight_arguments, run_preflight_command
 from checks.script_check import CheckReport, check_script
 from checks.script_format import formatted_script
 from flows import FLOWS, TRAIN_RL, AnswersError, Flow, RenderError, replay
@@ -263,6 +264,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "run a training script end to end on this CPU with a stand-in policy and trainer",
         add_dryrun_arguments,
         run_dryrun_command,
+    ),
+    Subcommand(
+        "preflight",
+        "run the script's rollouts and reward against a real model before GPU time: does the "
+        "reward vary within groups, and what does it cost",
+        add_preflight_arguments,
+        run_preflight_command,
     ),
     Subcommand(
         "serve",

@@ -110,8 +110,11 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
         )
     )
     from checks.dryrun.policy_server import PolicyServer
+    from checks.preflight.child import preflight_from_env
 
-    policy = PolicyServer(seed=config.seed).start()
+    # A preflight (checks.preflight): the real model through a relay, one step's groups.
+    preflight = preflight_from_env()
+    policy = (preflight.relay() if preflight else PolicyServer(seed=config.seed)).start()
     recorder.policy_stats = policy.stats_json
     os.environ["OPENAI_BASE_URL"] = policy.base_url
     os.environ["OPENAI_API_BASE"] = policy.base_url
@@ -136,15 +139,18 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     art_patches.route_litellm(policy.base_url, OPENAI_KEY_PLACEHOLDER)
     from checks.dryrun.move_search import MoveSearch, install_request_hook
 
-    # The stand-in player: legal moves found on a copy of the game, played by the policy.
-    move_search = MoveSearch(counter, policy.know_moves)
-    counter.observer = move_search
-    recorder.move_search = move_search.snapshot
-    install_request_hook(move_search)
-    install_arg_caps(
-        dryrun_caps(config.max_steps, teacher_url=policy.base_url),
-        lambda change: recorder.finding(f"cap {change.split()[0]}", "note", f"capped {change}"),
-    )
+    if preflight is not None:
+        preflight.install(recorder)
+    else:
+        # The stand-in player: legal moves found on a copy of the game, played by the policy.
+        move_search = MoveSearch(counter, policy.know_moves)
+        counter.observer = move_search
+        recorder.move_search = move_search.snapshot
+        install_request_hook(move_search)
+        install_arg_caps(
+            dryrun_caps(config.max_steps, teacher_url=policy.base_url),
+            lambda change: recorder.finding(f"cap {change.split()[0]}", "note", f"capped {change}"),
+        )
 
     injected = os.environ.pop(INJECTED_PATH_ENV, None)
     if injected and injected in sys.path:

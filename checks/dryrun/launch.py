@@ -243,6 +243,8 @@ def dryrun_script(
     sandbox: Sandbox | None = None,
     data_files: Sequence[Path] = (),
     forks_from: Mapping[str, str] | None = None,
+    child_env: Mapping[str, str] | None = None,
+    shared_dirs: Sequence[Path] = (),
 ) -> DryrunReport:
     """Run the ART training script at `path` on a CPU with the stand-in policy and trainer.
 
@@ -255,6 +257,8 @@ def dryrun_script(
     `forks_from` is the SFT model an RL script starts from (flows.start_from): the real one is
     in the SFT run's art path or on W&B, which the dry run never touches, so it forks a stand-in
     left in its own folder, and says so.
+    `child_env` adds variables to the child's environment and `shared_dirs` are folders it may
+    write to besides its own (the preflight's socket to its endpoint forwarder: checks.preflight).
     """
     script = path.resolve()
     if not script.is_file():
@@ -304,27 +308,29 @@ def dryrun_script(
                     "the script's folder is private (mode 0700), so the dry run saw a copy of "
                     f"its files under {COPY_LIMIT_BYTES // 1024**2} MB, not its subfolders"
                 )
+            env = dryrun_environment(
+                os.environ,
+                record_path=record_path,
+                max_steps=max_steps,
+                own_environment=interpreter.own_environment,
+                home=cwd,
+                pycache=pycache,
+                stacks_at=time.time() + max(0.0, timeout_s - STACK_DUMP_WAIT_S),
+                script_variables=keys_read_from_environment(script),
+            )
+            env.update(child_env or {})
             with sandbox.confine(
                 [interpreter.python, "-m", "checks.dryrun.bootstrap", str(script), *script_args],
                 cwd=cwd,
                 limits=dryrun_limits(timeout_s),
                 read_only=read_only,
-                writable=[cwd, record_dir],
+                writable=[cwd, record_dir, *shared_dirs],
                 read_only_at=read_only_at,
             ) as command:
                 process = subprocess.Popen(
                     command,
                     cwd=cwd,
-                    env=dryrun_environment(
-                        os.environ,
-                        record_path=record_path,
-                        max_steps=max_steps,
-                        own_environment=interpreter.own_environment,
-                        home=cwd,
-                        pycache=pycache,
-                        stacks_at=time.time() + max(0.0, timeout_s - STACK_DUMP_WAIT_S),
-                        script_variables=keys_read_from_environment(script),
-                    ),
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,

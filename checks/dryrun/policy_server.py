@@ -44,6 +44,15 @@ def last_user_text(request: JsonObject) -> str | None:
     return message_text(users[-1]) if users else None
 
 
+class PolicyRefusal(Exception):
+    """A request the policy answers with an error of its own status (a preflight's endpoint's)."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
 @dataclass
 class PolicyStats:
     """What the server was asked, for the dry-run report."""
@@ -237,6 +246,9 @@ def _handler_for(server: PolicyServer) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 completion = server.complete(request)
+            except PolicyRefusal as error:
+                self._send_error(error.status, str(error), code=error.code)
+                return
             except LookupError as error:
                 self._send_error(404, str(error), code="model_not_found")
                 return

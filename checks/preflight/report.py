@@ -1,0 +1,231 @@
+"""The preflight's verdict: can GRPO learn from these groups, and what did they cost."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from checks.preflight.wire import SPEND_CAP_CODE
+
+PreflightVerdict = Literal["ok", "problems", "inconclusive"]
+EXIT_STATUS = {"ok": 0, "problems": 1, "inconclusive": 4}
+ZERO_VARIANCE_ADVICE = (
+    "GRPO learns only from differences within a group. Try more rollouts per group "
+    "(--rollouts-per-group), a graded reward instead of a binary one (partial credit), or "
+    "scenarios nearer the model's level (harder if it always succeeds, easier if it never does)."
+)
+
+
+@dataclass(frozen=True)
+class Episode:
+    turns: int
+    completion_tokens: int
+    truncated: bool
+    wall_s: float | None
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Episode:
+        wall = value.get("wall_s")
+        return cls(
+            turns=int(value.get("turns") or 0),
+            completion_tokens=int(value.get("completion_tokens") or 0),
+            truncated=bool(value.get("truncated")),
+            wall_s=float(wall) if isinstance(wall, int | float) else None,
+        )
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """One scenario's rollouts: their rewards, the rollouts that raised, their episodes."""
+
+    rewards: tuple[float, ...]
+    exceptions: tuple[str, ...]
+    episodes: tuple[Episode, ...]
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> GroupResult:
+        return cls(
+            rewards=tuple(float(r) for r in value.get("rewards") or []),
+            exceptions=tuple(str(e) for e in value.get("exceptions") or []),
+            episodes=tuple(Episode.from_json(e) for e in value.get("episodes") or []),
+        )
+
+    @property
+    def cut_by_cap(self) -> bool:
+        return any(SPEND_CAP_CODE in e for e in self.exceptions)
+
+    @property
+    def zero_variance(self) -> bool:
+        # As checks.dryrun.group_checks.is_trainable: two rollouts with different rewards.
+        return len(self.rewards) < 2 or len(set(self.rewards)) < 2
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    """The outcome of `artbot preflight SCRIPT`."""
+
+    script: Path
+    model: str
+    endpoint: str  # the base URL without credentials
+    base_model: str | None  # the script's BASE_MODEL
+    groups: tuple[GroupResult, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    max_tokens_total: int = 0
+    requests: int = 0
+    refused_by_cap: int = 0
+    truncations: int = 0
+    endpoint_errors: tuple[str, ...] = ()
+    unreachable: str | None = None  # why nothing ran: the endpoint is down
+    timed_out: bool = False
+    script_error: str | None = None  # the script died before its groups were gathered
+    duration_s: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cap_reached(self) -> bool:
+        return self.refused_by_cap > 0 or self.tokens >= self.max_tokens_total > 0
+
+    @property
+    def measured(self) -> list[GroupResult]:
+        """The groups that finished without the cap cutting them short."""
+        return [g for g in self.groups if not g.cut_by_cap and (g.rewards or g.exceptions)]
+
+    @property
+    def rollouts(self) -> int:
+        return sum(len(g.rewards) + len(g.exceptions) for g in self.groups)
+
+    @property
+    def exceptions(self) -> int:
+        return sum(len(g.exceptions) for g in self.groups)
+
+    @property
+    def verdict(self) -> PreflightVerdict:
+        measured = self.measured
+        if self.unreachable or (self.requests and len(self.endpoint_errors) >= self.requests):
+            return "inconclusive"  # the endpoint is down: nothing was measured
+        if not measured:
+            # Cut short by the cap or the clock, it proves nothing; dead of its own error, it does.
+            stopped = self.cap_reached or self.timed_out or not self.script_error
+            return "inconclusive" if stopped else "problems"
+        if all(not g.rewards for g in measured):
+            return "problems"  # every rollout raised
+        if all(g.zero_variance for g in measured):
+            return "problems"
+        return "ok"
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_STATUS[self.verdict]
+
+    @property
+    def is_base_model(self) -> bool:
+        return self.base_model is not None and self.model.lower() == self.base_model.lower()
+
+    def format(self) -> str:
+        """The report in plain words, as the terminal shows it."""
+        heads = {
+            "ok": "preflight ok: the reward varies within groups, so GRPO has something to learn",
+            "problems": "preflight found problems",
+            "inconclusive": "preflight inconclusive",
+        }
+        lines = [f"{self.script}: {heads[self.verdict]}", f"  {self._model_line()}"]
+        if self.unreachable:
+            lines.append(f"  endpoint down: {self.unreachable}; nothing ran")
+            return "\n".join(lines)
+        lines += self._group_lines()
+        lines += self._episode_lines()
+        lines.append(
+            f"  tokens spent: {self.tokens} ({self.prompt_tokens} prompt + "
+            f"{self.completion_tokens} completion) of a cap of {self.max_tokens_total}, in "
+            f"{self.requests} requests, {self.duration_s:.1f} s"
+        )
+        if self.cap_reached:
+            lines.append(
+                f"  spend cap reached: {self.refused_by_cap} request(s) refused, the rollouts "
+                "that made them raised (requests already in flight may pass the cap)"
+            )
+        if self.endpoint_errors:
+            lines.append(
+                f"  endpoint errors: {len(self.endpoint_errors)}, first: {self.endpoint_errors[0]}"
+            )
+        if self.timed_out:
+            lines.append("  timed out before the first step's groups were all gathered")
+        if self.script_error and not self.groups:
+            lines.append("  the script failed before its first groups were gathered:")
+            lines += [f"    {line}" for line in self.script_error.rstrip().splitlines()[-15:]]
+        if not self.measured and not self.script_error:
+            lines.append("  no group finished: the preflight measured nothing")
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def _model_line(self) -> str:
+        line = f"model: {self.model} at {self.endpoint}"
+        if self.is_base_model:
+            return line + " (the script's base model)"
+        base = self.base_model or "unknown"
+        return (
+            line + f", a stand-in: not the script's base model ({base}), so the rewards only "
+            "approximate the base model's"
+        )
+
+    def _group_lines(self) -> list[str]:
+        lines: list[str] = []
+        for index, group in enumerate(self.groups, start=1):
+            if group.rewards:
+                spread = statistics.pstdev(group.rewards) if len(group.rewards) > 1 else 0.0
+                rewards = ", ".join(f"{r:.3g}" for r in group.rewards)
+                text = f"mean {statistics.fmean(group.rewards):.3f}, std {spread:.3f} [{rewards}]"
+            else:
+                text = "no reward (every rollout raised)"
+            if group.exceptions:
+                text += f", {len(group.exceptions)} rollout(s) raised"
+            if group.cut_by_cap:
+                text += ", cut short by the spend cap"
+            lines.append(f"  group {index}: {text}")
+        measured = self.measured
+        zero = [g for g in measured if g.zero_variance]
+        if measured:
+            share = len(zero) / len(measured)
+            every = " (zero variance in every group)" if len(zero) == len(measured) else ""
+            lines.append(
+                f"  groups with zero reward variance: {len(zero)} of {len(measured)} "
+                f"({share:.0%}){every}"
+            )
+            if zero:
+                lines.append(f"  what to do: {ZERO_VARIANCE_ADVICE}")
+        if self.rollouts:
+            lines.append(f"  rollouts that raised: {self.exceptions} of {self.rollouts}")
+        first = next((e for g in self.groups for e in g.exceptions), None)
+        if first:
+            lines.append("  first traceback:")
+            lines += [f"    {line}" for line in first.rstrip().splitlines()[-15:]]
+        return lines
+
+    def _episode_lines(self) -> list[str]:
+        episodes = [e for g in self.groups for e in g.episodes]
+        if not episodes:
+            return []
+        tokens = [e.completion_tokens for e in episodes]
+        turns = [e.turns for e in episodes]
+        walls = [e.wall_s for e in episodes if e.wall_s is not None]
+        lines = [
+            f"  completion tokens per episode: median {statistics.median(tokens):g}, "
+            f"max {max(tokens)}",
+            f"  turns per episode: median {statistics.median(turns):g}, max {max(turns)}",
+            f"  truncated at the token limit (finish_reason length): "
+            f"{sum(e.truncated for e in episodes)} of {len(episodes)} episodes "
+            f"({self.truncations} completions)",
+        ]
+        if walls:
+            lines.append(
+                f"  wall time per rollout: median {statistics.median(walls):.2f} s, "
+                f"max {max(walls):.2f} s"
+            )
+        return lines
