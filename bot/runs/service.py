@@ -63,6 +63,9 @@ def required_env(answers: Mapping[str, Any]) -> list[str]:
         names.append("OPENAI_API_KEY")
     if answers.get("backend") == "serverless":
         names.append("WANDB_API_KEY")
+    teacher_key = answers.get("teacher_key_env")
+    if answers.get("scenario") == "distillation" and isinstance(teacher_key, str) and teacher_key:
+        names.append(teacher_key)  # the teacher's key, where the fine-tuning script runs
     return names
 
 

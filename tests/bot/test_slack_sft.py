@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.runs.service import required_env
 from bot.wizard.script_results import Dryrun
 from checks.dryrun import DryrunReport, dryrun_script
+from flows import TRAIN_SFT, replay
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.bot.test_runs_end_to_end import follow_until_finished, runs_of
 from tests.bot.test_slack_escaping import drop
@@ -19,6 +21,7 @@ from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import slash_command
 from tests.fakes.workspace import USER_ID
 from tests.flows.sft_data import ROWS, ROWS_JSONL
+from tests.flows.sft_matrix import VARIANTS as SFT_VARIANTS
 from tests.runner.conftest import TOKEN, Runner, RunnerFactory, job_environ
 from tests.runner.conftest import (
     make_runner as make_runner,  # the fixture: a real runner on loopback
@@ -267,3 +270,10 @@ def test_a_file_on_the_runner_host_is_not_dry_run_on_the_bot_host_and_the_card_s
         "Not dry-run here: the script reads `/data/pii/train.jsonl` on the runner host" in card.text
     )
     assert dry_run_scripts == []
+
+
+def test_a_distillation_run_needs_its_teacher_key_where_it_trains() -> None:
+    answers = replay(TRAIN_SFT, SFT_VARIANTS["distill-serverless-paste-val"]).answers
+    assert required_env(answers) == ["WANDB_API_KEY", "OPENROUTER_API_KEY"]
+    from_file = replay(TRAIN_SFT, SFT_VARIANTS["file-local-paste"]).answers
+    assert required_env(from_file) == []
