@@ -42,6 +42,7 @@ from assistant import (
     read_confirmation,
 )
 from bot.migrations import BOT_DATABASE
+from checks.run_estimate import ESTIMATES
 from checks.script_check import check_script
 from checks.script_format import formatted_script
 from flows import (
@@ -480,6 +481,7 @@ class Chat:
             say(run_note(start, written.path.name))
         report = check_script(written.path)
         say(report.format())
+        say(ESTIMATES[self.flow.id](answers).text())
         if report.errors:
             say(
                 "The checks found errors, not matters of style, so the dry run was skipped. Fix "

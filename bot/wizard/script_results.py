@@ -33,6 +33,7 @@ from bot.slack.records import script_digest
 from bot.slack.text import clip, escape
 from bot.wizard.script_summaries import SUMMARIES
 from checks.dryrun import DryrunReport, dryrun_script
+from checks.run_estimate import ESTIMATES
 from checks.script_check import CheckReport, Problem, check_script
 from checks.script_format import formatted_script
 from flows import Flow, RenderError, Text, start_of
@@ -98,6 +99,16 @@ def _finding(problem: Problem) -> str:
         f"• line {problem.line}: {problem.tool} {problem.code}: "
         f"{escape(clip(problem.message, 200))}"
     )
+
+
+def _estimate(flow: Flow, answers: Mapping[str, Any]) -> str:
+    """What the run will take (checks.run_estimate), escaped; "" when it cannot be said (the
+    card goes out all the same)."""
+    try:
+        return escape(ESTIMATES[flow.id](answers).text())
+    except Exception:
+        log.exception("the estimate failed for a %s script", flow.id)
+        return ""
 
 
 def runner_files(flow: Flow, answers: Mapping[str, Any]) -> list[str]:
@@ -200,7 +211,9 @@ class ScriptResults:
             key=key,
             script_name=path.name,
             link=self._upload(client, key, path.name, script),
-            summary=SUMMARIES[flow.id](answers),
+            summary="\n".join(
+                part for part in (SUMMARIES[flow.id](answers), _estimate(flow, answers)) if part
+            ),
             check=check_line(report),
             digest=script_digest(script),
             dryrun=self._dryrun_line(report, runner_files(flow, answers)),

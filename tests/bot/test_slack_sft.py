@@ -98,6 +98,7 @@ def test_an_uploaded_jsonl_file_becomes_a_checked_sft_script_in_the_thread(
     )
     assert "Base model `OpenPipe/Qwen3-14B-Instruct` on LocalBackend" in card.text
     assert "batch size 2, peak learning rate 0.0002, linear schedule" in card.text
+    assert "Estimate: 13 training rows x 10 epochs ≈ " in card.text
     assert ":white_check_mark: `artbot check`" in card.text
     [script] = [f for f in fake.uploaded_files() if f.name == "weather-capitals-001.py"]
     source = script.content.decode()

@@ -1,0 +1,178 @@
+"""What a run will take, before anyone approves it: steps, rollouts and tokens from the answers
+(the limits the script sets: upper bounds, said as such), and dollars for ServerlessBackend from
+ART's own price table (`art.costs`). Every figure says what it assumes. Pure but for reading
+that table."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flows import TRAIN_RL, TRAIN_SFT, hyperparameters, sft_hyperparameters, training_rows
+
+CHARS_PER_TOKEN = 4
+"""A rough tokens-from-characters rate for English text (no tokenizer is loaded here)."""
+
+
+@dataclass(frozen=True)
+class Prices:
+    """$ per million tokens, as ART's `art.costs.ModelPricing` has them."""
+
+    prefill: float
+    sample: float
+    train: float
+
+
+def art_prices(model: str) -> Prices | None:
+    """The model's prices in ART's table (ServerlessBackend's), None where it has none."""
+    from art.costs import get_model_pricing  # imported on use: it loads ART
+
+    found = get_model_pricing(model)
+    return None if found is None else Prices(found.prefill, found.sample, found.train)
+
+
+PriceLookup = Callable[[str], Prices | None]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A run's figures, each line with its assumption."""
+
+    lines: tuple[str, ...]
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def dollars(tokens: float, per_million: float, bound: str = "about") -> str:
+    """`tokens` at `per_million` $/M tokens: "about $1.23" (or "at most ..."), or "less than a
+    cent"."""
+    cost = tokens * per_million / 1_000_000
+    return f"{bound} ${cost:,.2f}" if cost >= 0.005 else "less than a cent"
+
+
+def _training_rows(answers: Mapping[str, Any]) -> int | None:
+    """Scenarios trained on, where the answers hold them (pasted or uploaded rows)."""
+    rows = answers.get("scenario_rows")
+    if not isinstance(rows, list):
+        return None
+    held_out = (
+        round(len(rows) * float(answers.get("val_fraction") or 0))
+        if answers.get("val_split") == "held_out"
+        else 0
+    )
+    left = len(rows) - held_out
+    if answers.get("train_split") == "fraction":
+        left = round(left * float(answers.get("train_fraction") or 1))
+    return max(left, 0)
+
+
+def estimate_rl(answers: Mapping[str, Any], prices: PriceLookup = art_prices) -> Estimate:
+    """Steps, rollouts and completion tokens of an RL run at most, and its ServerlessBackend
+    price for them (prompt tokens are not counted without a preflight)."""
+    hp = hyperparameters(answers)
+    groups, rollouts = int(hp["groups_per_step"]), int(hp["rollouts_per_group"])
+    turns = 1 if answers.get("turns") == "single" else int(answers.get("max_turns") or 10)
+    per_rollout = int(hp["max_completion_tokens"]) * turns
+    if answers.get("iteration") == "dataset":
+        rows = _training_rows(answers)
+        if rows is None:
+            return Estimate(
+                (
+                    f"Estimate: {groups} groups x {rollouts} rollouts a step, up to "
+                    f"{per_rollout:,} completion tokens a rollout; the steps depend on the "
+                    "scenarios the script reads when it starts "
+                    f"({hp['num_epochs']} epochs of one step per {groups} scenarios).",
+                )
+            )
+        steps = math.ceil(rows / groups) * int(hp["num_epochs"])
+        loop = f"{hp['num_epochs']} epochs of {rows} scenarios"
+    else:
+        steps = int(hp["num_steps"])
+        loop = "the open-ended loop's steps"
+    train_rollouts = steps * groups * rollouts
+    validations = val_groups = 0
+    if answers.get("val_split") not in (None, "none"):
+        every = int(answers.get("val_every") or 10)
+        val_groups = (steps // every + 1) * int(answers.get("val_max_groups") or 8)
+        validations = val_groups * rollouts
+    tokens = (train_rollouts + validations) * per_rollout
+    lines = [
+        f"Estimate: {steps:,} steps ({loop}) x {groups} groups x {rollouts} rollouts = "
+        f"{train_rollouts:,} training rollouts"
+        + (f", plus about {validations:,} validation rollouts" if validations else "")
+        + f"; at most {tokens:,} completion tokens ({per_rollout:,} a rollout: the reply limit"
+        + (f" x {turns} turns" if turns > 1 else "")
+        + ", an upper bound; prompts not counted)."
+    ]
+    lines.append(_serverless_line(answers, tokens, steps * groups * rollouts * per_rollout, prices))
+    if answers.get("reward") in ("ruler", "custom"):
+        lines.append(
+            f"The RULER judge `{answers.get('judge_model')}` is called once per group: about "
+            f"{steps * groups + val_groups:,} calls (validation's included), each reading its "
+            f"group's {rollouts} trajectories, at its provider's prices."
+        )
+    return Estimate(tuple(line for line in lines if line))
+
+
+def _serverless_line(
+    answers: Mapping[str, Any], sampled: int, trained: int, prices: PriceLookup
+) -> str:
+    if answers.get("backend") != "serverless":
+        return (
+            "LocalBackend: no price per token; the GPU time depends on the runner's GPU and "
+            "the model (a preflight measures the tokens per second)."
+        )
+    model = str(answers["base_model"])
+    price = prices(model)
+    if price is None:
+        return f"ServerlessBackend: ART's price table (art.costs) has no price for `{model}`."
+    return (
+        f"ServerlessBackend, at ART's prices for `{model}` (art.costs): sampling "
+        f"{dollars(sampled, price.sample, 'at most')} and training "
+        f"{dollars(trained, price.train, 'at most')} for those tokens; prompts add "
+        f"{price.prefill:g} $/M to sample and {price.train:g} $/M to train."
+    )
+
+
+def estimate_sft(answers: Mapping[str, Any], prices: PriceLookup = art_prices) -> Estimate:
+    """The tokens a fine-tuning run trains on (rows x epochs, from the rows' characters) and
+    their ServerlessBackend price; a file on the runner host is counted when the script starts."""
+    hp = sft_hyperparameters(answers)
+    rows = answers.get("dataset") if answers.get("dataset_source") in ("paste", "upload") else None
+    if not isinstance(rows, list) or hp["epochs"] is None:
+        return Estimate(
+            (
+                "Estimate: the rows (and so the epochs) are counted when the script starts; "
+                "training costs the rows' tokens once per epoch.",
+            )
+        )
+    trained = training_rows(answers) or 0
+    characters = sum(len(json.dumps(row, ensure_ascii=False)) for row in rows)
+    per_epoch = characters * trained // (len(rows) or 1) // CHARS_PER_TOKEN
+    tokens = per_epoch * int(hp["epochs"])
+    lines = [
+        f"Estimate: {trained:,} training rows x {hp['epochs']} epochs ≈ {tokens:,} training "
+        f"tokens (at "
+        f"{CHARS_PER_TOKEN} characters a token, an estimate without the model's tokenizer)."
+    ]
+    if answers.get("backend") == "serverless":
+        model = str(answers["base_model"])
+        price = prices(model)
+        lines.append(
+            f"ServerlessBackend: ART's price table (art.costs) has no price for `{model}`."
+            if price is None
+            else f"ServerlessBackend, at ART's training price for `{model}` (art.costs): "
+            f"{dollars(tokens, price.train)}."
+        )
+    return Estimate(tuple(lines))
+
+
+ESTIMATES: Mapping[str, Callable[[Mapping[str, Any]], Estimate]] = {
+    TRAIN_RL.id: estimate_rl,
+    TRAIN_SFT.id: estimate_sft,
+}
+"""Each flow's estimate, by flow id."""
