@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from bot.wizard.command import WizardCommand
 from bot.wizard.expiry import Expiry
 from bot.wizard.home import HomeTab
 from bot.wizard.opening import ThreadOpener
+from bot.wizard.preflights import PreflightEndpoint, Preflights
 from bot.wizard.proposals import Proposals
 from bot.wizard.replies import Replies
 from bot.wizard.result_buttons import ResultButtons
@@ -143,8 +144,10 @@ def build_services(
     else:
         kwargs["dryrun"] = functools.partial(dryrun_script, sandbox=sandbox)
     outbox = Outbox(engine, schema=schema)
+    executor = executor or ThreadPoolExecutor(max_workers=2)
+    preflights = _preflights(settings, outbox, executor, sandbox)
     results = ScriptResults(
-        outbox, scripts_dir, executor or ThreadPoolExecutor(max_workers=2), **kwargs
+        outbox, scripts_dir, executor, preflight_offered=preflights is not None, **kwargs
     )
     workspaces = Workspaces(engine, schema=schema, token_cipher=cipher)
     slots = WorkSlots(max(MIN_SLOTS, LISTENER_SLOTS // shard.count))
@@ -209,7 +212,7 @@ def build_services(
         turns=turns,
         replies=replies,
         proposals=proposals,
-        result_buttons=ResultButtons(turns, replies, results, runs=runs),
+        result_buttons=ResultButtons(turns, replies, results, runs=runs, preflights=preflights),
         commands={
             name: WizardCommand(name, flow, opener, store, runs=runs, comparer=comparer)
             for name, flow in (("/train-rl", TRAIN_RL), ("/train-sft", TRAIN_SFT))
@@ -262,3 +265,22 @@ def start_outbox(
     if metrics is not None:
         metrics.watch_outbox(services.outbox.depth)
     return worker.start()
+
+
+def _preflights(
+    settings: BotSettings, outbox: Outbox, executor: Executor, sandbox: Sandbox
+) -> Preflights | None:
+    """The result cards' *Preflight*, where an endpoint and its model are configured and this
+    host may run users' code."""
+    if not (settings.artbot_preflight_base_url and settings.artbot_preflight_model):
+        return None
+    if not sandbox.may_run:
+        log.warning("ARTBOT_PREFLIGHT_BASE_URL is set, but this host cannot sandbox users' code")
+        return None
+    key = settings.artbot_preflight_api_key
+    endpoint = PreflightEndpoint(
+        settings.artbot_preflight_base_url,
+        settings.artbot_preflight_model,
+        key.get_secret_value() if key is not None else None,
+    )
+    return Preflights(endpoint, outbox, executor, sandbox)

@@ -92,6 +92,20 @@ class BotSettings(TokenKeySettings):
         le=MAX_WORKERS,
         description="bot processes in HTTP mode, each owning some channels' conversations",
     )
+    artbot_preflight_base_url: str | None = Field(
+        default=None,
+        description="an OpenAI-compatible endpoint for the result card's *Preflight* button "
+        "(ideally serving the base model; another model stands in, and the report says so); "
+        "none: no button",
+    )
+    artbot_preflight_model: str | None = Field(
+        default=None, description="the model the preflight endpoint is asked for"
+    )
+    artbot_preflight_api_key: SecretStr | None = Field(
+        default=None,
+        description="the preflight endpoint's API key (sent by the bot alone, never to the "
+        "sandboxed script)",
+    )
     artbot_runner_url: str | None = Field(default=None, description="the GPU runner's base URL")
     artbot_runner_token: SecretStr | None = Field(
         default=None, description="the runner's bearer token"

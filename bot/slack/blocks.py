@@ -22,7 +22,13 @@ TEXT_LIMIT = 3_900
 BUTTON_TEXT_LIMIT = 75
 MAX_BLOCKS = 50
 ANSWER_ACTION = "wizard_answer"
-RESULT_ACTIONS = ("result_approve", "result_edit", "result_regenerate", "result_cancel")
+RESULT_ACTIONS = (
+    "result_approve",
+    "result_preflight",
+    "result_edit",
+    "result_regenerate",
+    "result_cancel",
+)
 RUN_CANCEL_ACTION = "run_cancel"
 RUN_FIX_ACTION = "run_fix"
 """A fix button's action id is `run_fix:<FixAction>`."""
@@ -279,11 +285,14 @@ def superseded_message(question_text: str) -> SlackMessage:
     return text_message(f"{question}\n:arrow_down: _No longer open: the open question is below._")
 
 
-def result_buttons(session_ref: str) -> Block:
-    """Approve and run / Edit an answer / Regenerate / Cancel, under the generated script."""
-    labels = ("Approve and run", "Edit an answer", "Regenerate", "Cancel")
+def result_buttons(session_ref: str, *, preflight: bool = False) -> Block:
+    """Approve and run / Preflight (where an endpoint is configured) / Edit an answer /
+    Regenerate / Cancel, under the generated script."""
+    labels = ("Approve and run", "Preflight", "Edit an answer", "Regenerate", "Cancel")
     elements: list[Block] = []
     for action_id, label in zip(RESULT_ACTIONS, labels, strict=True):
+        if action_id == "result_preflight" and not preflight:
+            continue
         button: Block = {
             "type": "button",
             "action_id": action_id,

@@ -1,6 +1,6 @@
 """A finished wizard's script and the buttons under it: the script generated once the outbox
-reaches the turn that completed the session, and *Approve and run*, *Edit an answer*,
-*Regenerate* and *Cancel*, for the owner only.
+reaches the turn that completed the session, and *Approve and run*, *Preflight*, *Edit an
+answer*, *Regenerate* and *Cancel*, for the owner only.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 
 from bot.delivery.effects import Generate
+from bot.wizard.preflights import Preflights
 from bot.wizard.replies import Incoming, Replies
 from bot.wizard.script_results import ScriptResults
 from bot.wizard.turns import Turns
@@ -30,10 +31,13 @@ class ResultButtons:
         results: ScriptResults,
         *,
         runs: RunService | None = None,
+        preflights: Preflights | None = None,
     ) -> None:
         self.turns = turns
         self.replies = replies
         self.results = results
+        self.preflights = preflights
+        """*Preflight* on RL cards; None: no endpoint configured, no button."""
         self.runs = runs
         """Approving starts the script on the GPU runner; None: no runner, approvals are only
         recorded."""
@@ -64,9 +68,27 @@ class ResultButtons:
             # Through the outbox: after what the thread is still being told (the script is
             # rendered and checked on the results' executor, not on this listener's thread).
             turns.outbox.enqueue(key, [Generate()])
+        elif action == "result_preflight":
+            self._preflight(client, key, stored, user)
         elif action == "result_approve":
             with turns.locks.hold(key):  # two quick clicks must not start two GPU jobs
                 self._approve(client, key, stored, user)
+
+    def _preflight(
+        self, client: WebClient, key: SessionKey, stored: StoredSession, user: str
+    ) -> None:
+        """The thread's script against the configured endpoint, its report into the thread."""
+        turns = self.turns
+        if self.preflights is None:
+            turns.poster.ephemeral(client, key, user, "No preflight endpoint is configured.")
+            return
+        latest = self.results.latest_script(key, stored.session.answers)
+        if stored.session.status != "complete" or latest is None:
+            turns.say(key, "There is no finished script to preflight in this thread yet.")
+            return
+        refusal = self.preflights.start(key, latest[0])
+        if refusal:
+            turns.poster.ephemeral(client, key, user, refusal)
 
     def _approve(
         self, client: WebClient, key: SessionKey, stored: StoredSession, user: str

@@ -143,6 +143,7 @@ class ScriptResults:
         *,
         dryrun: Dryrun | None = dryrun_script,
         sandbox: Sandbox | None = None,
+        preflight_offered: bool = False,
     ) -> None:
         self._outbox = outbox
         self._scripts_dir = scripts_dir
@@ -150,6 +151,8 @@ class ScriptResults:
         self._dryrun = dryrun
         self.sandbox = sandbox or Sandbox.for_host()
         """Where users' code runs on this host (the dry run's, the drafts'), or why nowhere."""
+        self.preflight_offered = preflight_offered
+        """RL cards offer *Preflight* (bot.wizard.preflights): an endpoint is configured."""
 
     def script_path(self, key: SessionKey, answers: Mapping[str, Any]) -> Path:
         return self.script_file(key, f"{answers['run_name']}.py")
@@ -217,6 +220,7 @@ class ScriptResults:
             check=check_line(report),
             digest=script_digest(script),
             dryrun=self._dryrun_line(report, runner_files(flow, answers)),
+            preflight=self.preflight_offered and flow.id == "train-rl",
         )
         # Buttons under an older script of this thread would act on this one: they go.
         self._outbox.enqueue(
@@ -322,6 +326,8 @@ class ResultCard:
     digest: str
     """The script's sha256."""
     dryrun: str = ""
+    preflight: bool = False
+    """Whether the card offers *Preflight* (an endpoint is configured)."""
 
     def with_dryrun(self, dryrun: str) -> ResultCard:
         return dataclasses.replace(self, dryrun=dryrun)
@@ -348,7 +354,7 @@ class ResultCard:
         text = "\n".join(part for part in (head, self.summary, self.check, self.dryrun) if part)
         blocks: list[Block] = [
             *sections(text)[: MAX_BLOCKS - 1],
-            result_buttons(session_ref(self.key)),
+            result_buttons(session_ref(self.key), preflight=self.preflight),
         ]
         return SlackMessage(clip(text, TEXT_LIMIT), blocks, RESULT_STEP)
 

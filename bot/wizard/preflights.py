@@ -1,0 +1,112 @@
+"""*Preflight* on an RL result card: the script's own rollouts and reward for its first step's
+groups against the operator's OpenAI-compatible endpoint (checks.preflight), in the dry run's
+sandbox, before anyone approves GPU time; the report goes into the thread. One at a time per
+thread; the endpoint's key stays with the bot (the sandboxed script never sees it)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.delivery.effects import Post, ThreadEffect, Upload
+from bot.delivery.outbox import Outbox
+from bot.slack.blocks import text_message
+from bot.slack.text import clip, escape
+from checks.preflight.launch import preflight_script
+from checks.preflight.report import PreflightReport
+from isolation.redaction import redact
+from isolation.sandbox import Sandbox
+from storage.sessions import SessionKey
+
+log = logging.getLogger(__name__)
+
+REPORT_IN_MESSAGE = 2_800
+VERDICTS = {
+    "ok": ":white_check_mark: Preflight ok",
+    "problems": ":warning: Preflight found problems",
+    "inconclusive": ":grey_question: Preflight inconclusive",
+}
+
+
+@dataclass(frozen=True)
+class PreflightEndpoint:
+    """Where preflights ask their model: the operator's settings."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+
+
+Preflight = Callable[..., PreflightReport]
+
+
+class Preflights:
+    """Runs a thread's preflight on `executor` and tells the thread how it went."""
+
+    def __init__(
+        self,
+        endpoint: PreflightEndpoint,
+        outbox: Outbox,
+        executor: Executor,
+        sandbox: Sandbox,
+        *,
+        preflight: Preflight = preflight_script,
+    ) -> None:
+        self.endpoint = endpoint
+        self._outbox = outbox
+        self._executor = executor
+        self._sandbox = sandbox
+        self._preflight = preflight
+        self._running: set[SessionKey] = set()
+        self._lock = threading.Lock()
+
+    def start(self, key: SessionKey, script: Path) -> str | None:
+        """Start the preflight of `script` for the thread `key`; why not (one is running), or
+        None once it is under way (the thread is told)."""
+        with self._lock:
+            if key in self._running:
+                return "A preflight of this thread is already running."
+            self._running.add(key)
+        said = (
+            f":stethoscope: Preflight of `{escape(script.name)}`: its rollouts and reward for its "
+            f"first step's groups, asking `{escape(self.endpoint.model)}`…"
+        )
+        self._outbox.enqueue(key, [Post(text_message(said))])
+        self._executor.submit(self._run, key, script)
+        return None
+
+    def _run(self, key: SessionKey, script: Path) -> None:
+        try:
+            report = self._preflight(
+                script,
+                base_url=self.endpoint.base_url,
+                model=self.endpoint.model,
+                api_key=self.endpoint.api_key,
+                sandbox=self._sandbox,
+            )
+            self._outbox.enqueue(key, self._told(report, script))
+        except Exception as error:  # the preflight itself failing must still be said
+            log.exception("preflight crashed for %s", key)
+            why = self._without_key(redact(str(error)))
+            failed = f":x: The preflight itself failed: {escape(clip(why, 500))}"
+            self._outbox.enqueue(key, [Post(text_message(failed))])
+        finally:
+            with self._lock:
+                self._running.discard(key)
+
+    def _without_key(self, text: str) -> str:
+        """`text` with the endpoint's key taken out, should anything have echoed it."""
+        key = self.endpoint.api_key
+        return text.replace(key, "[redacted]") if key else text
+
+    def _told(self, report: PreflightReport, script: Path) -> list[ThreadEffect]:
+        full = self._without_key(redact(report.format().replace(str(script.parent) + "/", "")))
+        shown = f"{VERDICTS[report.verdict]}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"
+        said: list[ThreadEffect] = [Post(text_message(shown))]
+        if len(full) > REPORT_IN_MESSAGE:
+            said.append(Upload(f"{script.stem}.preflight.txt", f"Preflight of {script.name}", full))
+        return said

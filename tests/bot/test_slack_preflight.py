@@ -1,0 +1,78 @@
+"""*Preflight* on an RL result card, where the operator configured an endpoint: the script's own
+rollouts and reward against that model (a loopback OpenAI-compatible fake here), the report in
+the thread, for the owner only, and nothing of the endpoint's key in any post."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from flows import TRAIN_RL, replay
+from storage.sessions import SessionKey
+from tests.bot.conftest import Bot, BotFactory, SlackUser
+from tests.fakes.openai_server import FakeOpenAI, Scripted
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.workspace import CHANNEL_ID, TEAM_ID, USER_ID
+from tests.flows.matrix import answers_for
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+KEY = "sk-preflight-canary-5e2b7c"
+
+
+def a_finished_wizard(bot: Bot) -> SlackUser:
+    """A thread whose wizard took a single-turn programmatic RL script's answers, its result
+    card posted (2 groups of 4 rollouts a step)."""
+    client = bot.app.client_for(TEAM_ID)
+    parent = client.chat_postMessage(channel=CHANNEL_ID, text=f"<@{USER_ID}> started a wizard.")
+    key = SessionKey(TEAM_ID, CHANNEL_ID, str(parent["ts"]))
+    answers = answers_for("single", "programmatic", "dataset", "local", False)
+    bot.service.store.create(key, USER_ID, replay(TRAIN_RL, answers))
+    bot.service.result_buttons.generate(client, key)
+    user = SlackUser(bot, thread=key.thread)
+    user.wait_for_result()
+    return user
+
+
+def everything_said(user: SlackUser, fake: FakeSlack) -> str:
+    posts = [m.text for m in user.bot_messages()] + [e.text for e in fake.ephemerals(CHANNEL_ID)]
+    files = [u.content.decode(errors="replace") for u in fake.uploaded_files()]
+    return "\n".join(posts + files)
+
+
+def test_without_an_endpoint_the_card_offers_no_preflight(make_bot: BotFactory) -> None:
+    user = a_finished_wizard(make_bot())
+    labels = str(user.result_cards()[-1].blocks)
+    assert "Approve and run" in labels and "Preflight" not in labels
+
+
+def test_preflight_runs_the_scripts_rollouts_against_the_endpoint_and_reports_in_the_thread(
+    make_bot: BotFactory, fake: FakeSlack, tmp_path: Path
+) -> None:
+    with FakeOpenAI(key=KEY) as model:
+        # Answers of 1..8 words: the reward (correct, minus a little per word) varies in a group.
+        model.script(*(Scripted.text(" ".join(["4"] * n)) for n in range(1, 9)))
+        bot = make_bot(
+            ARTBOT_PREFLIGHT_BASE_URL=model.base_url,
+            ARTBOT_PREFLIGHT_MODEL="stand-in-model",
+            ARTBOT_PREFLIGHT_API_KEY=KEY,
+        )
+        user = a_finished_wizard(bot)
+
+        stranger = SlackUser(bot, user="U0STRANGER", thread=user.thread)
+        stranger.click("Preflight", on=user.result_cards()[-1], wait=False)
+        fake.wait_for(lambda f: bool(f.ephemerals(CHANNEL_ID)))
+        user.click("Preflight", on=user.result_cards()[-1])
+        fake.wait_for(
+            lambda f: any("Preflight ok" in m.text for m in user.bot_messages()), timeout=240
+        )
+        user.settle()
+        assert model.refused == []
+        assert len(model.requests) == 8  # 2 groups x 4 rollouts, nothing for the stranger
+
+    said = everything_said(user, fake)
+    report = next(m.text for m in user.bot_messages() if "Preflight ok" in m.text)
+    assert "groups with zero reward variance: 0 of 2 (0%)" in report
+    assert "stand-in-model" in report
+    assert KEY not in said and str(tmp_path) not in report
+    assert any("only" in e.text.lower() for e in fake.ephemerals(CHANNEL_ID))
