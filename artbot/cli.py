@@ -207,6 +207,12 @@ def _chat_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="skip the dry run of the finished script (its checks still run)",
     )
+    parser.add_argument(
+        "--preflight",
+        action="store_true",
+        help="after the dry run, preflight the RL script against ARTBOT_PREFLIGHT_BASE_URL's "
+        "ARTBOT_PREFLIGHT_MODEL (as `artbot preflight` does)",
+    )
 
 
 def _db_arguments(parser: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ from bot.wizard.command import WizardCommand
 from bot.wizard.expiry import Expiry
 from bot.wizard.home import HomeTab
 from bot.wizard.opening import ThreadOpener
-from bot.wizard.preflights import PreflightEndpoint, Preflights
+from bot.wizard.preflights import Preflights
 from bot.wizard.proposals import Proposals
 from bot.wizard.replies import Replies
 from bot.wizard.result_buttons import ResultButtons
@@ -37,6 +37,7 @@ from bot.workspaces.installations import check_stored_tokens, schema_engine, sto
 from bot.workspaces.store import Workspaces
 from bot.workspaces.token_keys import TokenCipher
 from checks.dryrun import dryrun_script
+from checks.preflight.endpoint import PreflightEndpoint
 from flows import FLOWS, TRAIN_RL, TRAIN_SFT
 from isolation.sandbox import Sandbox
 from storage import migrations

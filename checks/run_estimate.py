@@ -5,10 +5,15 @@ that table."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from flows import TRAIN_RL, TRAIN_SFT, hyperparameters, sft_hyperparameters, training_rows
@@ -26,11 +31,27 @@ class Prices:
     train: float
 
 
+@functools.cache
+def _art_costs() -> ModuleType:
+    """ART's own `art/costs.py`, loaded alone: importing `art.costs` would import all of ART
+    (seconds, and LiteLLM reaching for the network), and the table needs none of it."""
+    spec = importlib.util.find_spec("art")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not folders:
+        raise ModuleNotFoundError("the art package (openpipe-art) is not installed")
+    path = Path(folders[0]) / "costs.py"
+    loaded = importlib.util.spec_from_file_location("artbot_art_costs", path)
+    if loaded is None or loaded.loader is None:
+        raise ModuleNotFoundError(f"no art/costs.py at {path}")
+    module = importlib.util.module_from_spec(loaded)
+    sys.modules[loaded.name] = module  # its dataclasses look their module up by name
+    loaded.loader.exec_module(module)
+    return module
+
+
 def art_prices(model: str) -> Prices | None:
     """The model's prices in ART's table (ServerlessBackend's), None where it has none."""
-    from art.costs import get_model_pricing  # imported on use: it loads ART
-
-    found = get_model_pricing(model)
+    found = _art_costs().get_model_pricing(model)
     return None if found is None else Prices(found.prefill, found.sample, found.train)
 
 

@@ -42,6 +42,8 @@ from assistant import (
     read_confirmation,
 )
 from bot.migrations import BOT_DATABASE
+from checks.preflight.endpoint import PreflightEndpoint
+from checks.preflight.launch import preflight_script
 from checks.run_estimate import ESTIMATES
 from checks.script_check import check_script
 from checks.script_format import formatted_script
@@ -98,8 +100,27 @@ EDIT_WORD = "edit"
 DATA_FILE_ANSWERS = ("scenarios_path", "train_source", "val_source", "dataset_path")
 
 
+def preflight_offer(script: Path) -> str:
+    """What the chat says after an RL script without `--preflight`: how to see, before any GPU
+    time, whether its reward can teach anything."""
+    return (
+        "Next, before any GPU time: `artbot preflight "
+        f"{shlex.quote(str(script))} --base-url URL --model NAME` runs its rollouts and reward "
+        "against a real model and says whether training can learn from them (or set "
+        "ARTBOT_PREFLIGHT_BASE_URL and ARTBOT_PREFLIGHT_MODEL and chat with `--preflight`)."
+    )
+
+
 def run_chat_command(args: argparse.Namespace) -> int:
     """Run the wizard on stdin and stdout; the exit status says how it ended."""
+    endpoint = PreflightEndpoint.from_environment(os.environ) if args.preflight else None
+    if args.preflight and endpoint is None:
+        print(
+            "artbot chat: --preflight needs ARTBOT_PREFLIGHT_BASE_URL and ARTBOT_PREFLIGHT_MODEL "
+            "(and ARTBOT_PREFLIGHT_API_KEY where the endpoint wants a key)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     after_sft = args.after_sft is not None or args.after_sft_session is not None
     if after_sft and (args.export is not None or args.flow == "train-sft"):
         other = "--export" if args.export is not None else "--flow train-sft"
@@ -167,6 +188,7 @@ def run_chat_command(args: argparse.Namespace) -> int:
         flow=flow,
         assistant=assistant,
         start=start,
+        preflight=endpoint,
     )
     try:
         return chat.run(new=args.new)
@@ -289,6 +311,9 @@ class Chat:
     start: Session | None = None
     """The new session to begin with in place of a blank one (RL after SFT, `--after-sft`):
     a kept session under the key is never resumed or replaced then, except with `new`."""
+    preflight: PreflightEndpoint | None = None
+    """`--preflight`: after the dry run, the RL script's first-step groups against this
+    endpoint (checks.preflight); None: the chat only says how to run one."""
 
     def resume_command(self, *options: str) -> str:
         """The command that carries on with this session (with `options`), in backticks."""
@@ -492,11 +517,37 @@ class Chat:
             # Style in the template's code: our bug to report, not a reason to skip the run.
             say("Those are matters of style in artbot's own code (a bug of ours), not errors.")
         checked = EXIT_OK if report.ok else EXIT_PROBLEMS
-        if not self.dryrun:
+        if self.dryrun:
+            files = [Path(str(answers[name])) for name in DATA_FILE_ANSWERS if answers.get(name)]
+            dry_run = self._dry_run(written.path, files, start)
+            if dry_run is not None and dry_run != EXIT_OK:
+                return dry_run
+        if self.flow is not TRAIN_RL:
             return checked
-        data_files = [Path(str(answers[name])) for name in DATA_FILE_ANSWERS if answers.get(name)]
-        dry_run = self._dry_run(written.path, data_files, start)
-        return checked if dry_run is None or dry_run == EXIT_OK else dry_run
+        if self.preflight is None:
+            say(preflight_offer(written.path))
+            return checked
+        preflight = self._preflight(written.path, self.preflight)
+        return checked if preflight == EXIT_OK else preflight
+
+    def _preflight(self, path: Path, endpoint: PreflightEndpoint) -> int:
+        """`artbot preflight` of the script against the configured endpoint: its exit status."""
+        self.terminal.say(
+            f"Preflight: the script's first-step groups against `{endpoint.model}`..."
+        )
+        try:
+            report = preflight_script(
+                path,
+                base_url=endpoint.base_url,
+                model=endpoint.model,
+                api_key=endpoint.api_key,
+                sandbox=Sandbox.for_host(allow_unconfined=True),
+            )
+        except (OSError, ValueError) as error:
+            self.terminal.problem(f"The preflight could not start: {error}")
+            return EXIT_PROBLEMS
+        self.terminal.say(report.format())
+        return report.exit_status
 
     def _dry_run(
         self, path: Path, data_files: list[Path], start: Mapping[str, str] | None = None

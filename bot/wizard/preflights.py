@@ -9,13 +9,13 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from pathlib import Path
 
 from bot.delivery.effects import Post, ThreadEffect, Upload
 from bot.delivery.outbox import Outbox
 from bot.slack.blocks import text_message
 from bot.slack.text import clip, escape
+from checks.preflight.endpoint import PreflightEndpoint
 from checks.preflight.launch import preflight_script
 from checks.preflight.report import PreflightReport
 from isolation.redaction import redact
@@ -30,15 +30,6 @@ VERDICTS = {
     "problems": ":warning: Preflight found problems",
     "inconclusive": ":grey_question: Preflight inconclusive",
 }
-
-
-@dataclass(frozen=True)
-class PreflightEndpoint:
-    """Where preflights ask their model: the operator's settings."""
-
-    base_url: str
-    model: str
-    api_key: str | None = None
 
 
 Preflight = Callable[..., PreflightReport]
