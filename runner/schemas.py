@@ -38,6 +38,7 @@ class EventType(StrEnum):
     checkpoint = "checkpoint"
     rollouts = "rollouts"  # the best and the worst validation rollout of a step
     warning = "warning"
+    stalled = "stalled"  # quiet for a while (runner.progress.stall): once per stall
     failed = "failed"
     succeeded = "succeeded"
     cancelled = "cancelled"

@@ -159,6 +159,29 @@ class RunnerSettings(BaseSettings):
     port: int = Field(
         default=8700, ge=0, le=65535, description="the port to listen on (`--port` overrides it)"
     )
+    stall_after_s: float = Field(
+        default=1800.0,
+        ge=0.1,
+        le=7 * 24 * 3600.0,
+        allow_inf_nan=False,
+        description="a running job with no output and no progress this long is reported "
+        "stalled (once per stall), until it has timed a step: then stall_step_factor x its "
+        "slowest step, at least stall_floor_s",
+    )
+    stall_floor_s: float = Field(
+        default=300.0,
+        ge=0.1,
+        le=7 * 24 * 3600.0,
+        allow_inf_nan=False,
+        description="the least silence called a stall once the threshold comes from step times",
+    )
+    stall_step_factor: float = Field(
+        default=3.0,
+        ge=1.0,
+        le=100.0,
+        allow_inf_nan=False,
+        description="a stall, once the job has timed a step: this many times its slowest step",
+    )
     poll_interval_s: float = Field(
         default=0.5,
         ge=0.01,

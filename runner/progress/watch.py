@@ -46,6 +46,8 @@ class JobWatch:
             if event.type is EventType.warning:
                 self._scanner.already_reported(str(event.data.get("message", "")))
         self._last_rescan = 0.0
+        self.output_bytes = 0
+        """How many bytes of output the last poll read (the stall watchdog's sign of life)."""
 
     @property
     def last_step(self) -> int | None:
@@ -58,7 +60,9 @@ class JobWatch:
         if rescan:
             self._last_rescan = time.monotonic()
         progress = self._progress.poll(rescan=rescan)
-        return progress + self._from_output(self._output.poll())
+        chunk = self._output.poll()
+        self.output_bytes = len(chunk)
+        return progress + self._from_output(chunk)
 
     def drain(self) -> list[NewEvent]:
         """What is left once the job ended: the rest of its output, then ART's last records."""

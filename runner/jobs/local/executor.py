@@ -21,10 +21,12 @@ from runner.jobs.local.processes import LEFTOVER_GRACE_S, job_processes, termina
 from runner.jobs.local.recovery import recover_jobs
 from runner.jobs.outcome import Ended, Ending, Outcome, settle
 from runner.jobs.scheduler import SlotPool
+from runner.progress.logfile import read_tail
+from runner.progress.stall import STALL_TAIL_BYTES, StallWatch, stall_rule
 from runner.progress.watch import REPORTED_TYPES, JobWatch
 from runner.records.recorder import JobRecorder
 from runner.records.store import JobRow, NewEvent
-from runner.schemas import Failure, FailureKind
+from runner.schemas import EventType, Failure, FailureKind
 from runner.settings import RunnerSettings
 
 log = logging.getLogger(__name__)
@@ -104,7 +106,7 @@ class LocalExecutor(JobThreads[_Active]):
             active.cancel.set()
         process = launched.process
         with JobWatch(folder, store.events_of_types(job_id, REPORTED_TYPES)) as watch:
-            ending = self._watch_until_end(job, active, process, watch)
+            ending = self._watch_until_end(job, active, process, watch, folder)
             if ending is None:
                 log.info("job %s left running for the next runner", job_id)
                 return True
@@ -125,15 +127,27 @@ class LocalExecutor(JobThreads[_Active]):
         return False
 
     def _watch_until_end(
-        self, job: JobRow, active: _Active, process: JobProcess, watch: JobWatch
+        self,
+        job: JobRow,
+        active: _Active,
+        process: JobProcess,
+        watch: JobWatch,
+        folder: JobFolder,
     ) -> Ending | None:
         """Poll the job's files until it exits, is cancelled, runs out of time or over the memory
-        limit; None when the runner stops first."""
+        limit, saying when it stalls; None when the runner stops first."""
         deadline = self._deadline(job)
         limit = self._settings.job_memory_max
         next_memory_check = time.monotonic()
+        stall = StallWatch(stall_rule(self._settings))
         while True:
-            self._report(job.id, watch.poll())
+            events = watch.poll()
+            self._report(job.id, events)
+            stall.saw(events, watch.output_bytes)
+            stalled = stall.check(lambda: read_tail(folder.runner_dir, STALL_TAIL_BYTES).text)
+            if stalled is not None:
+                log.info("job %s stalled: %ss without output", job.id, stalled["idle_s"])
+                self._recorder.emit(job.id, EventType.stalled, stalled)
             if not process.running():
                 return Ending.exited
             if active.cancel.is_set():
