@@ -15,6 +15,8 @@ from bot.slack.blocks import (
     RUN_CONTINUE_RL_ACTION,
     RUN_FIX_ACTION,
     RUN_RERUN_ACTION,
+    RUN_STALL_RESTART_ACTION,
+    RUN_STALL_WAIT_ACTION,
     RUN_TRY_ACTION,
     TEXT_LIMIT,
     Block,
@@ -29,12 +31,16 @@ FIX_LABELS = {
     FixAction.retry_lower_gpu_memory: "Retry with lower GPU memory",
     FixAction.resume: "Resume from the last checkpoint",
 }
+STATE_WORDS = {"stalled": "possibly stalled", "restarting": "restarting from its last checkpoint"}
+"""What the card says of a state that is not the runner's own (bot.runs.reporter sets them)."""
 STATE_EMOJI = {
     "submitting": ":outbox_tray:",
     "waiting_for_runner": ":hourglass:",
     "queued": ":hourglass_flowing_sand:",
     "starting": ":gear:",
     "running": ":runner:",
+    "stalled": ":zzz:",
+    "restarting": ":arrows_counterclockwise:",
     "succeeded": ":white_check_mark:",
     "failed": ":x:",
     "cancelled": ":no_entry_sign:",
@@ -51,7 +57,7 @@ def status_card(run: Run, *, now: datetime | None = None) -> SlackMessage:
         elapsed = f" · {_duration(end - run.started_at)}"
     text = (
         f"{STATE_EMOJI.get(run.state, '')} *{escape(run.script_name)}*: "
-        f"{run.state}{progress(run)}{elapsed}"
+        f"{STATE_WORDS.get(run.state, run.state)}{progress(run)}{elapsed}"
     )
     if run.job_id:
         text += f"\njob `{run.job_id}`"
@@ -136,6 +142,65 @@ def failure_message(run: Run, failure: Failure) -> SlackMessage:
         )
     blocks = [*blocks[: MAX_BLOCKS - 1], followup_buttons(run, succeeded=False)]
     return SlackMessage(clip(text, TEXT_LIMIT), blocks)
+
+
+STALL_LOG_CHARS = 1_500
+"""How much of a stalled job's last lines its message shows."""
+PHASE_WORDS = {
+    "rollouts": "gathering rollouts",
+    "training": "training",
+    "validation": "validating",
+}
+
+
+def stalled_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
+    """A stalled job (the runner's `stalled` event): how long it has been silent, what it was
+    doing, its last lines, and *Restart from the last checkpoint* / *Keep waiting*."""
+    idle = data.get("idle_s")
+    silent = "a while"
+    if isinstance(idle, int | float) and 0 <= idle < 10**8:  # NaN compares false
+        silent = _duration(timedelta(seconds=idle))
+    doing = PHASE_WORDS.get(str(data.get("phase")))
+    step = data.get("last_step")
+    after = f" after step {step}" if isinstance(step, int) and not isinstance(step, bool) else ""
+    what = f" It was {doing}{after}." if doing else (f" Its last step was {step}." if after else "")
+    lines = [
+        f"<@{run.owner}> :zzz: Job `{run.job_id}` may be stalled: no output and no progress "
+        f"for {silent}.{what}"
+    ]
+    tail = str(data.get("log_tail") or "")
+    if tail.strip():
+        lines.append(f"Its last lines:\n```{escape(_last_chars(tail, STALL_LOG_CHARS))}```")
+    lines.append(
+        "*Restart from the last checkpoint* stops it (all its processes) and resumes it in a new "
+        "job; *Keep waiting* leaves it running (I say so again only if it stalls after moving on)."
+    )
+    text = "\n".join(lines)
+    buttons: Block = {
+        "type": "actions",
+        "block_id": f"stalled:{run.public_id}",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": RUN_STALL_RESTART_ACTION,
+                "text": {"type": "plain_text", "text": "Restart from the last checkpoint"},
+                "value": run.public_id,
+                "style": "primary",
+            },
+            {
+                "type": "button",
+                "action_id": RUN_STALL_WAIT_ACTION,
+                "text": {"type": "plain_text", "text": "Keep waiting"},
+                "value": run.public_id,
+            },
+        ],
+    }
+    return SlackMessage(clip(text, TEXT_LIMIT), [*sections(text)[: MAX_BLOCKS - 1], buttons])
+
+
+def _last_chars(text: str, limit: int) -> str:
+    # The end is what matters: where it stopped.
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
 def followup_buttons(run: Run, *, succeeded: bool) -> Block:

@@ -1,6 +1,7 @@
-"""A run's controls: the status card's Cancel (the job stopped, or a finished run's served model)
-and a failed run's fix buttons (the script again with less GPU memory, or resumed from its last
-checkpoint). Each comes straight from its listener (bot/slack/listeners/run_buttons.py).
+"""A run's controls: the status card's Cancel (the job stopped, or a finished run's served model),
+a failed run's fix buttons (the script again with less GPU memory, or resumed from its last
+checkpoint) and a stalled run's *Restart from the last checkpoint* and *Keep waiting*. Each
+comes straight from its listener (bot/slack/listeners/run_buttons.py).
 """
 
 from __future__ import annotations
@@ -47,6 +48,69 @@ class RunControls:
             run.key,
             user,
             f":no_entry_sign: Cancelling job `{run.job_id}`; checkpoints are saved first.",
+        )
+
+    def restart_stalled(self, slack: WebClient, ref: RunRef, user: str) -> None:
+        """A stalled run's *Restart from the last checkpoint*, for its owner: the job is
+        cancelled (the runner stops its whole process tree) and, once the runner says it was,
+        a new job resumes it (RunService.apply)."""
+        run = self.service.runs.find(ref)
+        if run is None or run.job_id is None:
+            return
+        if user != run.owner:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Only <@{run.owner}> can restart this run."
+            )
+            return
+        if self.service.script_of(run) is None:
+            self.service.reporter.say(
+                run, "The script changed since that run: approve the new one instead."
+            )
+            return
+        restarting = self.service.mark_restarting(run.id)
+        if restarting is None:
+            self.service.poster.ephemeral(
+                slack,
+                run.key,
+                user,
+                f"Job `{run.job_id}` is not stalled any more ({run.state}): nothing to restart.",
+            )
+            return
+        try:
+            self.service.client.cancel(run.job_id)
+        except (RunnerUnavailable, RunnerRejected) as error:
+            self.service.unmark_restarting(run.id)
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Could not stop it: {shown(error, 300)}"
+            )
+            return
+        self.service.reporter.say(
+            restarting,
+            f":arrows_counterclockwise: <@{user}> restarts job `{run.job_id}` from its last "
+            "checkpoint: stopping it (all its processes) first.",
+        )
+        self.service.reporter.refresh_card(restarting, force=True)
+
+    def keep_waiting(self, slack: WebClient, ref: RunRef, user: str) -> None:
+        """A stalled run's *Keep waiting*: nothing changes; said in the thread, and the runner
+        speaks again only after the job moved on and went quiet again."""
+        run = self.service.runs.find(ref)
+        if run is None or run.job_id is None:
+            return
+        if user != run.owner:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Only <@{run.owner}> decides for this run."
+            )
+            return
+        if run.state != "stalled":
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Job `{run.job_id}` is {run.state} now."
+            )
+            return
+        self.service.reporter.say(
+            run,
+            f":hourglass: <@{user}> keeps waiting for job `{run.job_id}`. I say so again only if "
+            "it moves on and then goes quiet again.",
         )
 
     def _stop_serving(self, slack: WebClient, run: Run, user: str) -> None:

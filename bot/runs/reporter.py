@@ -1,7 +1,8 @@
 """A job's events, told in its run's thread: one status card kept up to date in place (state,
 step, train and validation rewards, elapsed time), and only the milestones people act on,
-each one message through the outbox: training started, the first warning, a failure with
-what to do, the result with the model (and the reward curve once, at the end).
+each one message through the outbox: training started, the first warning, a stall (once per
+stall, with *Restart from the last checkpoint* and *Keep waiting*), a failure with what to do,
+the result with the model (and the reward curve once, at the end).
 
 Validations are not posted: the card shows the latest val/reward, and a post per validation
 (with a plot each) made a long run the noisiest part of the thread. The first validation's best
@@ -20,6 +21,7 @@ from bot.runs.cards import (
     SIMILARITY_METRIC,
     failure_message,
     is_fine_tuning,
+    stalled_message,
     status_card,
     success_message,
 )
@@ -36,6 +38,10 @@ CARD_MIN_INTERVAL = timedelta(seconds=5)
 """chat.update is Tier 3 (about 50 a minute): one card refreshes at most this often."""
 MAX_WARNINGS_POSTED = 1
 """The first warning is news; the next ones of the same run mostly repeat it."""
+PROGRESS_TYPES = (EventType.step, EventType.validation, EventType.checkpoint, EventType.rollouts)
+"""Events that show a stalled job moved on: the card no longer calls it stalled."""
+STALLED = "stalled"
+RESTARTING = "restarting"
 
 
 class RunReporter:
@@ -51,14 +57,20 @@ class RunReporter:
         with the event's cursor (one transaction: a restarted bot tells it once)."""
         data = event.data
         said: list[ThreadEffect] = []
+        if run.state == STALLED and event.type in PROGRESS_TYPES:
+            run = self.runs.update(run.id, state=JobState.running.value)
         if event.type is EventType.started:
             run = self.runs.update(run.id, state=JobState.running.value, started_at=event.at)
             started = f":rocket: Training started ({escape(run.script_name)}, job `{run.job_id}`)."
             said.append(Post(text_message(started)))
         elif event.type is EventType.step:
-            run = self.runs.update(
-                run.id, state=JobState.running.value, points=_with_step(run.points, data)
-            )
+            # A job being restarted stays so until it stopped; it may log a last step meanwhile.
+            state = run.state if run.state == RESTARTING else JobState.running.value
+            run = self.runs.update(run.id, state=state, points=_with_step(run.points, data))
+        elif event.type is EventType.stalled:
+            if run.state in (JobState.running.value, STALLED):
+                run = self.runs.update(run.id, state=STALLED)
+                said.append(Post(stalled_message(run, data)))
         elif event.type is EventType.validation:
             run = self.runs.update(run.id, points=_with_validation(run.points, data))
         elif event.type is EventType.rollouts:
@@ -77,6 +89,16 @@ class RunReporter:
             )
             said.append(Post(success_message(run, data)))
             said.extend(_reward_curve(run))
+        elif event.type is EventType.cancelled and run.state == RESTARTING:
+            run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
+            said.append(
+                Post(
+                    text_message(
+                        f":arrows_counterclockwise: Job `{run.job_id}` stopped; it resumes from "
+                        "its last checkpoint in a new job."
+                    )
+                )
+            )
         elif event.type in (EventType.cancelled, EventType.lost):
             run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
             what = (

@@ -19,7 +19,7 @@ from bot.delivery.outbox import Outbox
 from bot.process.shards import ALONE, Shard
 from bot.runs.approval import ApprovalPolicy
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
-from bot.runs.reporter import RunReporter
+from bot.runs.reporter import RESTARTING, STALLED, RunReporter
 from bot.runs.rollout_samples import post_rollouts, rollouts_said
 from bot.runs.store import Run, RunRef, RunStore
 from bot.slack.poster import ThreadPoster
@@ -34,7 +34,7 @@ from storage.sessions import SessionKey, SessionStore
 log = logging.getLogger(__name__)
 
 BACKOFF_CAP = timedelta(minutes=5)
-SHOWN_AT_ONCE = {EventType.validation, EventType.rollouts}
+SHOWN_AT_ONCE = {EventType.validation, EventType.rollouts, EventType.stalled}
 """Events that refresh the status card at once (the others at most every CARD_MIN_INTERVAL)."""
 # What the thread is told when a call to the runner fails; {error} is the runner's error.
 WAITING_FOR_RUNNER = (
@@ -307,7 +307,10 @@ class RunService:
                 run = self.runs.update(run.id, unreachable_notified=False)
                 self.reporter.say(run, ":electric_plug: The GPU runner answers again.")
             new = [event for event in page.events if event.seq > run.cursor]
+            was_stalled = run.state == STALLED
             for event in new:
+                if event.type is EventType.cancelled and run.state == RESTARTING:
+                    self._queue_resume(run)  # first: a bot that stops here resumes it once
                 run, said = self.reporter.handle(run, event)
                 if event.type is EventType.succeeded:
                     said += self._last_rollouts(run)
@@ -319,9 +322,57 @@ class RunService:
             # A validation and its rollouts are shown at once (rare: minutes apart in ART); steps
             # at most every
             # CARD_MIN_INTERVAL; the end at once.
-            shown_now = not run.active or any(e.type in SHOWN_AT_ONCE for e in new)
+            shown_now = (
+                not run.active
+                or any(e.type in SHOWN_AT_ONCE for e in new)
+                or (was_stalled and run.state != STALLED)  # it moved on: no longer "stalled"
+            )
             self.reporter.refresh_card(run, force=bool(new) and shown_now)
             return self.runs.get(run_id)
+
+    # -- restarting a stalled job --
+
+    def mark_restarting(self, run_id: int) -> Run | None:
+        """A stalled run, now `restarting` (under its events' lock: a step told meanwhile does
+        not undo it); None when it is not stalled (any more)."""
+        with self._following(run_id):
+            run = self.runs.get(run_id)
+            if run is None or run.state != STALLED:
+                return None
+            return self.runs.update(run.id, state=RESTARTING)
+
+    def unmark_restarting(self, run_id: int) -> None:
+        """The job could not be stopped: the run is stalled again, not restarting."""
+        with self._following(run_id):
+            run = self.runs.get(run_id)
+            if run is not None and run.state == RESTARTING:
+                self.runs.update(run.id, state=STALLED)
+
+    def _queue_resume(self, run: Run) -> None:
+        """The restarted job stopped: a new run resuming it from its last checkpoint, submitted
+        by the next `submit_due` (the follower's sweep); once, even if told twice."""
+        if any(other.resume_from_job == run.job_id for other in self.runs.for_thread(run.key)):
+            return
+        script = self.script_of(run)
+        if script is None:
+            self.reporter.say(
+                run, "The script changed since that run: approve the new one instead."
+            )
+            return
+        approval = self.records.record_approval(run.key, run.owner, script, run.script_name)
+        resumed = self.runs.create(
+            approval_id=approval.id,
+            key=run.key,
+            owner=run.owner,
+            script_name=run.script_name,
+            script_sha256=approval.script_sha256,
+            backend=run.backend,
+            required_env=run.required_env,
+            args=run.args,
+            resume_from_job=run.job_id,
+            points=run.points,  # the curve goes on from the stopped job's
+        )
+        self.runs.update(resumed.id, state="waiting_for_runner")
 
     def _last_rollouts(self, run: Run) -> list[ThreadEffect]:
         """The run succeeded: its last validation's rollouts, unless that was the first (posted

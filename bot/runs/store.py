@@ -35,7 +35,15 @@ from storage.database import KEY_PART_MAX, JsonText, UTCDateTime
 from storage.sessions import AlsoWrite, SessionKey
 from storage.sql_store import SqlStore, utc_now
 
-ACTIVE_STATES = ("submitting", "waiting_for_runner", "queued", "starting", "running")
+ACTIVE_STATES = (
+    "submitting",
+    "waiting_for_runner",
+    "queued",
+    "starting",
+    "running",
+    "stalled",  # running, and the runner said it stalled (bot.runs.reporter)
+    "restarting",  # a stalled job being stopped, to be resumed in a new job (bot.runs.controls)
+)
 RUNS_LISTED = 20
 """How many of a user's runs `/train-rl runs` shows, newest first."""
 PUBLIC_ID_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz"

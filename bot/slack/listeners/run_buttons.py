@@ -1,6 +1,6 @@
-"""A run's buttons, each straight to its run service: the status card's Cancel and a failed run's
-fixes (bot.runs.controls), and under a finished run *Run again with changes* and *Continue with
-RL from this model* (bot.runs.rerun),
+"""A run's buttons, each straight to its run service: the status card's Cancel, a failed run's
+fixes and a stalled run's Restart and Keep waiting (bot.runs.controls), and under a finished
+run *Run again with changes* and *Continue with RL from this model* (bot.runs.rerun),
 *Compare with the previous run of this project* (bot.runs.compare) and *Try it* with the modal
 it opens (bot.runs.tryit). Without a runner they are acked and do nothing."""
 
@@ -23,6 +23,8 @@ from bot.slack.blocks import (
     RUN_CONTINUE_RL_ACTION,
     RUN_FIX_ACTION,
     RUN_RERUN_ACTION,
+    RUN_STALL_RESTART_ACTION,
+    RUN_STALL_WAIT_ACTION,
     RUN_TRY_ACTION,
     TRY_MODAL,
 )
@@ -59,6 +61,20 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         lambda controls, click: controls.retry(
             click.client, click.run, FixAction(click.action_id.split(":", 1)[1]), click.user
         ),
+    )
+    on_run_button(
+        app,
+        after_ack,
+        RUN_STALL_RESTART_ACTION,
+        services.controls,
+        lambda controls, click: controls.restart_stalled(click.client, click.run, click.user),
+    )
+    on_run_button(
+        app,
+        after_ack,
+        RUN_STALL_WAIT_ACTION,
+        services.controls,
+        lambda controls, click: controls.keep_waiting(click.client, click.run, click.user),
     )
     on_run_button(
         app,

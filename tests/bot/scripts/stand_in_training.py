@@ -8,7 +8,8 @@ run trains 2 steps and then raises in the script's `rollout` (a failure the runn
 resume), and a run that finds checkpoints goes on from them. --mode huge-rollout makes the best
 validation rollout's answer far too long for a message; --mode secret-rollout makes it say the
 job's OPENAI_API_KEY; --mode progress-lines-only writes no ART files (a job on Ray, whose
-files the runner cannot see).
+files the runner cannot see); --mode stall-then-resume trains 2 steps and then goes quiet for good
+(a frozen run) unless it finds checkpoints, then goes on from them.
 """
 
 import argparse
@@ -29,6 +30,7 @@ parser.add_argument(
         "huge-rollout",
         "secret-rollout",
         "progress-lines-only",
+        "stall-then-resume",
     ],
 )
 parser.add_argument("script")
@@ -71,6 +73,8 @@ art_path = Path(args.art_path or ".art")
 fails_now = args.mode == "fail-then-resume" and not any(art_path.glob("*/models/*/checkpoints/*"))
 if fails_now:
     sys.argv += ["--steps", "2", "--exit-code", "1"]
+if args.mode == "stall-then-resume" and not any(art_path.glob("*/models/*/checkpoints/*")):
+    sys.argv += ["--pause-after", "2", "--wait-for", "never-released"]
 try:
     runpy.run_path(str(train_ok), run_name="__main__")
 except SystemExit as stopped:
