@@ -51,6 +51,20 @@ SANDBOX_HOSTNAME = "artbot-sandbox"
 PROBE_TIMEOUT_S = 20.0
 
 
+def uid_pool_base(environ: Mapping[str, str]) -> int:
+    """The first uid of the sandboxes' pool: ARTBOT_SANDBOX_UID_BASE, else UID_POOL_BASE;
+    ValueError (saying what is wrong) for anything but a whole number that leaves room for the
+    pool above the system's accounts and below the largest uid."""
+    text = environ.get("ARTBOT_SANDBOX_UID_BASE", str(UID_POOL_BASE)).strip()
+    highest = 2**32 - 2 - UID_POOL_SIZE  # 2**32 - 1 is the kernel's "no uid"
+    if not text.isdigit() or not 1000 <= int(text) <= highest:
+        raise ValueError(
+            f"ARTBOT_SANDBOX_UID_BASE must be a whole number from 1000 to {highest:,} "
+            f"(the first of {UID_POOL_SIZE} uids kept for sandboxes), not {text[:40]!r}"
+        )
+    return int(text)
+
+
 class SandboxUnavailable(RuntimeError):
     """This host cannot run untrusted code confined (the message says why)."""
 
@@ -90,7 +104,11 @@ class Sandbox:
         """The sandbox this host can make (probed once per process); where it can make none,
         an unconfined one that says why, and runs code only if `allow_unconfined`."""
         env = os.environ if environ is None else environ
-        uid_base = int(env.get("ARTBOT_SANDBOX_UID_BASE", UID_POOL_BASE))
+        try:
+            uid_base = uid_pool_base(env)
+        except ValueError as error:
+            # A misconfigured pool runs nothing, not even where unconfined code is allowed.
+            return cls(confined=False, reason=str(error), may_run=False)
         try:
             bwrap = _probe(uid_base)
         except SandboxUnavailable as error:
