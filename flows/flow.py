@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flows.conditions import All, Condition, Is, Not
-from flows.steps import Answers, AnyStep, Choice, ValuesMenu
+from flows.steps import Answers, AnyStep, Choice, Text, ValuesMenu
 from flows.template_files import templates_dir
 
 RESERVED_STEP_IDS = frozenset({"edit"})
@@ -92,6 +92,15 @@ class Flow:
             if step.id not in answers:
                 return step
         return None
+
+    def runner_paths(self, answers: Answers) -> list[str]:
+        """The files on the runner host these answers name (the active questions of kind
+        `path`): the script reads them there, never where it is generated."""
+        return [
+            str(answers[step.id])
+            for step in self.active_steps(answers)
+            if isinstance(step, Text) and step.kind == "path" and answers.get(step.id)
+        ]
 
     def active_answers(self, answers: Answers) -> dict[str, Any]:
         """Only the answers of steps active now (a changed branch leaves stale ones behind),

@@ -96,9 +96,6 @@ EDIT_DRAFT = (
 DRAFT_AGAIN_WORDS = frozenset({"again", "draft again"})
 EDIT_WORD = "edit"
 
-# Answers that name a file the script reads (here, the terminal's machine is the runner host).
-DATA_FILE_ANSWERS = ("scenarios_path", "train_source", "val_source", "dataset_path")
-
 
 def preflight_offer(script: Path) -> str:
     """What the chat says after an RL script without `--preflight`: how to see, before any GPU
@@ -518,7 +515,8 @@ class Chat:
             say("Those are matters of style in artbot's own code (a bug of ours), not errors.")
         checked = EXIT_OK if report.ok else EXIT_PROBLEMS
         if self.dryrun:
-            files = [Path(str(answers[name])) for name in DATA_FILE_ANSWERS if answers.get(name)]
+            # Here the terminal's machine is the runner host: the files the script reads.
+            files = [Path(path) for path in self.flow.runner_paths(answers)]
             dry_run = self._dry_run(written.path, files, start)
             if dry_run is not None and dry_run != EXIT_OK:
                 return dry_run

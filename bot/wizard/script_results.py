@@ -36,7 +36,7 @@ from checks.dryrun import DryrunReport, dryrun_script
 from checks.run_estimate import ESTIMATES
 from checks.script_check import CheckReport, Problem, check_script
 from checks.script_format import formatted_script
-from flows import Flow, RenderError, Text, start_of
+from flows import Flow, RenderError, start_of
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
 
@@ -109,15 +109,6 @@ def _estimate(flow: Flow, answers: Mapping[str, Any]) -> str:
     except Exception:
         log.exception("the estimate failed for a %s script", flow.id)
         return ""
-
-
-def runner_files(flow: Flow, answers: Mapping[str, Any]) -> list[str]:
-    """The files on the runner host the answers name (the questions of kind `path`)."""
-    return [
-        str(answers[step.id])
-        for step in flow.active_steps(answers)
-        if isinstance(step, Text) and step.kind == "path" and answers.get(step.id)
-    ]
 
 
 class ScriptResults:
@@ -219,7 +210,7 @@ class ScriptResults:
             ),
             check=check_line(report),
             digest=script_digest(script),
-            dryrun=self._dryrun_line(report, runner_files(flow, answers)),
+            dryrun=self._dryrun_line(report, flow.runner_paths(answers)),
             preflight=self.preflight_offered and flow.id == "train-rl",
         )
         # Buttons under an older script of this thread would act on this one: they go.
@@ -299,11 +290,8 @@ class ScriptResults:
             "inconclusive": ":grey_question: Dry run inconclusive",
         }[report.verdict]
         full = without_host_folders(report.format(), path)
-        shown = f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"
-        said: list[ThreadEffect] = [card.with_dryrun(shown).update()]
-        if len(full) > REPORT_IN_MESSAGE:
-            # Too long for the card: the whole report goes into the thread as a file (rare).
-            said.append(Upload(f"{path.stem}.dryrun.txt", f"Dry run of {path.name}", full))
+        said: list[ThreadEffect] = [card.with_dryrun(shown_report(verdict, full)).update()]
+        said += report_file(full, f"{path.stem}.dryrun.txt", f"Dry run of {path.name}")
         self._outbox.enqueue(key, said)
 
 
@@ -357,6 +345,16 @@ class ResultCard:
             result_buttons(session_ref(self.key), preflight=self.preflight),
         ]
         return SlackMessage(clip(text, TEXT_LIMIT), blocks, RESULT_STEP)
+
+
+def shown_report(verdict: str, full: str) -> str:
+    """A verdict, and the report under it clipped to fit a message (mrkdwn)."""
+    return f"{verdict}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"
+
+
+def report_file(full: str, name: str, title: str) -> list[ThreadEffect]:
+    """The whole report as a file for the thread, when it is too long for a message (rare)."""
+    return [Upload(name, title, full)] if len(full) > REPORT_IN_MESSAGE else []
 
 
 def without_host_folders(text: str, script: Path) -> str:
