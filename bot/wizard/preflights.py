@@ -11,10 +11,11 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
 
-from bot.delivery.effects import Post, ThreadEffect, Upload
+from bot.delivery.effects import Post, ThreadEffect
 from bot.delivery.outbox import Outbox
 from bot.slack.blocks import text_message
 from bot.slack.text import clip, escape
+from bot.wizard.script_results import report_file, shown_report, without_host_folders
 from checks.preflight.endpoint import PreflightEndpoint
 from checks.preflight.launch import preflight_script
 from checks.preflight.report import PreflightReport
@@ -24,7 +25,6 @@ from storage.sessions import SessionKey
 
 log = logging.getLogger(__name__)
 
-REPORT_IN_MESSAGE = 2_800
 VERDICTS = {
     "ok": ":white_check_mark: Preflight ok",
     "problems": ":warning: Preflight found problems",
@@ -95,9 +95,10 @@ class Preflights:
         return text.replace(key, "[redacted]") if key else text
 
     def _told(self, report: PreflightReport, script: Path) -> list[ThreadEffect]:
-        full = self._without_key(redact(report.format().replace(str(script.parent) + "/", "")))
-        shown = f"{VERDICTS[report.verdict]}.\n```{escape(clip(full, REPORT_IN_MESSAGE))}```"
-        said: list[ThreadEffect] = [Post(text_message(shown))]
-        if len(full) > REPORT_IN_MESSAGE:
-            said.append(Upload(f"{script.stem}.preflight.txt", f"Preflight of {script.name}", full))
-        return said
+        full = self._without_key(redact(without_host_folders(report.format(), script)))
+        said: list[ThreadEffect] = [
+            Post(text_message(shown_report(VERDICTS[report.verdict], full)))
+        ]
+        return said + report_file(
+            full, f"{script.stem}.preflight.txt", f"Preflight of {script.name}"
+        )
