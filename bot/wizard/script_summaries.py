@@ -6,9 +6,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot.slack.text import clip, escape
-from flows import TRAIN_RL, TRAIN_SFT, hyperparameters, sft_hyperparameters, training_rows
-
-BACKENDS = {"local": "LocalBackend", "serverless": "ServerlessBackend"}
+from flows import (
+    BACKEND_NAMES,
+    TRAIN_RL,
+    TRAIN_SFT,
+    hyperparameters,
+    sft_hyperparameters,
+    training_rows,
+)
 
 
 def rl_summary(answers: Mapping[str, Any]) -> str:
@@ -30,7 +35,7 @@ def rl_summary(answers: Mapping[str, Any]) -> str:
             f"*{escape(answers['run_name'])}* ({escape(answers['project'])}): "
             f"{turns}, reward {reward}",
             f"Base model `{escape(str(answers['base_model']))}` on "
-            f"{BACKENDS[answers['backend']]}; {loop}",
+            f"{BACKEND_NAMES[answers['backend']]}; {loop}",
             f"learning rate {hp['learning_rate']:g}, "
             f"{hp['rollouts_per_group']} rollouts per group, "
             f"{hp['groups_per_step']} groups per step",
@@ -60,7 +65,8 @@ def sft_summary(answers: Mapping[str, Any]) -> str:
         [
             f"*{escape(answers['run_name'])}* ({escape(answers['project'])}): fine-tuning (SFT) "
             f"{source}",
-            f"Base model `{escape(str(answers['base_model']))}` on {BACKENDS[answers['backend']]}",
+            f"Base model `{escape(str(answers['base_model']))}` on "
+            f"{BACKEND_NAMES[answers['backend']]}",
             f"{epochs}, batch size {hp['batch_size']}, peak learning rate "
             f"{float(hp['learning_rate']):g}, {hp['schedule']} schedule",
         ]
