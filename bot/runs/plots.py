@@ -12,14 +12,15 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: a server has no display
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from bot.runs.cards import is_fine_tuning
 
 
 def reward_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
     """train/reward and val/reward against the step."""
-    train = [(p["step"], p["train"]) for p in points if p.get("train") is not None]
-    val = [(p["step"], p["val"]) for p in points if p.get("val") is not None]
+    train = _series(points, "train")
+    val = _series(points, "val")
     figure, axes = plt.subplots(figsize=(7, 4), dpi=100)
     try:
         if train:
@@ -32,10 +33,7 @@ def reward_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
         axes.grid(alpha=0.3)
         if train or val:
             axes.legend(loc="best")
-        buffer = io.BytesIO()
-        figure.tight_layout()
-        figure.savefig(buffer, format="png")
-        return buffer.getvalue()
+        return _png(figure)
     finally:
         plt.close(figure)
 
@@ -43,8 +41,8 @@ def reward_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
 def loss_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
     """A fine-tuning run's loss/train against the step, and its held-out rows' reference
     similarity (0 to 1) on an axis of its own."""
-    loss = [(p["step"], p["loss"]) for p in points if p.get("loss") is not None]
-    similarity = [(p["step"], p["similarity"]) for p in points if p.get("similarity") is not None]
+    loss = _series(points, "loss")
+    similarity = _series(points, "similarity")
     figure, axes = plt.subplots(figsize=(7, 4), dpi=100)
     try:
         if loss:
@@ -66,12 +64,22 @@ def loss_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:
             right.legend(loc="upper right")
         if loss:
             axes.legend(loc="upper left")
-        buffer = io.BytesIO()
-        figure.tight_layout()
-        figure.savefig(buffer, format="png")
-        return buffer.getvalue()
+        return _png(figure)
     finally:
         plt.close(figure)
+
+
+def _series(points: Sequence[dict[str, Any]], field: str) -> list[tuple[Any, Any]]:
+    """(step, value) of the points that have `field`."""
+    return [(p["step"], p[field]) for p in points if p.get(field) is not None]
+
+
+def _png(figure: Figure) -> bytes:
+    """The figure, laid out, as PNG bytes."""
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
 
 
 COMPARED_COLORS = ("#457b9d", "#e63946")
@@ -88,8 +96,8 @@ def compared_curves_png(
     try:
         for index, (label, points) in enumerate(curves):
             color = COMPARED_COLORS[index % len(COMPARED_COLORS)]
-            train = [(p["step"], p[train_field]) for p in points if p.get(train_field) is not None]
-            val = [(p["step"], p[val_field]) for p in points if p.get(val_field) is not None]
+            train = _series(points, train_field)
+            val = _series(points, val_field)
             if train:
                 axes.plot(*zip(*train, strict=True), label=f"{label} {train_field}", color=color)
             if val:
@@ -106,9 +114,6 @@ def compared_curves_png(
         axes.grid(alpha=0.3)
         if axes.lines:
             axes.legend(loc="best")
-        buffer = io.BytesIO()
-        figure.tight_layout()
-        figure.savefig(buffer, format="png")
-        return buffer.getvalue()
+        return _png(figure)
     finally:
         plt.close(figure)
