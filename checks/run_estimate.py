@@ -76,19 +76,21 @@ def dollars(tokens: float, per_million: float, bound: str = "about") -> str:
 
 
 def _training_rows(answers: Mapping[str, Any]) -> int | None:
-    """Scenarios trained on, where the answers hold them (pasted or uploaded rows)."""
+    """Scenarios trained on, where the answers hold them (pasted or uploaded rows), split as
+    the script splits them (templates/train_rl/partials/scenarios.py.j2)."""
     rows = answers.get("scenario_rows")
     if not isinstance(rows, list):
         return None
+    pool = len(rows)
     held_out = (
-        round(len(rows) * float(answers.get("val_fraction") or 0))
+        max(1, round(float(answers.get("val_fraction") or 0) * pool))
         if answers.get("val_split") == "held_out"
         else 0
     )
-    left = len(rows) - held_out
-    if answers.get("train_split") == "fraction":
-        left = round(left * float(answers.get("train_fraction") or 1))
-    return max(left, 0)
+    rest = pool - held_out
+    if answers.get("train_split") == "fraction":  # a share of all the scenarios, of those left
+        return min(rest, max(1, round(float(answers.get("train_fraction") or 1) * pool)))
+    return max(rest, 0)
 
 
 def estimate_rl(answers: Mapping[str, Any], prices: PriceLookup = art_prices) -> Estimate:

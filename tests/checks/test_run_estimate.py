@@ -49,6 +49,15 @@ def test_a_dataset_run_counts_its_epochs_of_the_scenarios_it_trains_on() -> None
     assert "is called once per group: about 28 calls" in estimate
 
 
+def test_the_rows_trained_on_are_split_as_the_script_splits_them() -> None:
+    answers = rl_answers("single", "ruler", "dataset", "local", True)
+    # 8 scenarios, 0.1 held out: the script holds out max(1, round(0.8)) = 1, trains on 7.
+    assert "(3 epochs of 7 scenarios)" in estimate_rl({**answers, "val_fraction": 0.1}).text()
+    # A training fraction is a share of all 8 scenarios, taken from those left: round(4) = 4.
+    fraction = {**answers, "train_split": "fraction", "train_fraction": 0.5}
+    assert "(3 epochs of 4 scenarios)" in estimate_rl(fraction).text()
+
+
 def test_a_model_without_a_price_and_rows_read_at_start_are_said_plainly() -> None:
     answers = rl_answers("single", "programmatic", "open_ended", "serverless", True)
     assert "has no price for `OpenPipe/Qwen3-14B-Instruct`" in estimate_rl(answers).text()
