@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from checks.preflight.numbers import PreflightNumbers
 from flows import TRAIN_RL, TRAIN_SFT, hyperparameters, sft_hyperparameters, training_rows
 
 CHARS_PER_TOKEN = 4
@@ -93,52 +94,164 @@ def _training_rows(answers: Mapping[str, Any]) -> int | None:
     return max(rest, 0)
 
 
-def estimate_rl(answers: Mapping[str, Any], prices: PriceLookup = art_prices) -> Estimate:
-    """Steps, rollouts and completion tokens of an RL run at most, and its ServerlessBackend
-    price for them (prompt tokens are not counted without a preflight)."""
+@dataclass(frozen=True)
+class RlLoop:
+    """How many rollouts an RL run makes, from its loop settings."""
+
+    steps: int
+    loop: str
+    """What the steps are, in words."""
+    groups: int
+    rollouts: int
+    """Per group."""
+    validations: int
+    """Validation rollouts in all."""
+    judged_groups: int
+    """Groups the RULER judge reads (training and validation), when it judges."""
+
+    @property
+    def train_rollouts(self) -> int:
+        return self.steps * self.groups * self.rollouts
+
+    def line(self) -> str:
+        return (
+            f"{self.steps:,} steps ({self.loop}) x {self.groups} groups x {self.rollouts} "
+            f"rollouts = {self.train_rollouts:,} training rollouts"
+            + (f", plus about {self.validations:,} validation rollouts" if self.validations else "")
+        )
+
+
+def rl_loop(answers: Mapping[str, Any]) -> RlLoop | None:
+    """The run's loop, or None when its steps depend on scenarios read when the script starts."""
     hp = hyperparameters(answers)
     groups, rollouts = int(hp["groups_per_step"]), int(hp["rollouts_per_group"])
-    turns = 1 if answers.get("turns") == "single" else int(answers.get("max_turns") or 10)
-    per_rollout = int(hp["max_completion_tokens"]) * turns
     if answers.get("iteration") == "dataset":
         rows = _training_rows(answers)
         if rows is None:
-            return Estimate(
-                (
-                    f"Estimate: {groups} groups x {rollouts} rollouts a step, up to "
-                    f"{per_rollout:,} completion tokens a rollout; the steps depend on the "
-                    "scenarios the script reads when it starts "
-                    f"({hp['num_epochs']} epochs of one step per {groups} scenarios).",
-                )
-            )
+            return None
         steps = math.ceil(rows / groups) * int(hp["num_epochs"])
         loop = f"{hp['num_epochs']} epochs of {rows} scenarios"
     else:
         steps = int(hp["num_steps"])
         loop = "the open-ended loop's steps"
-    train_rollouts = steps * groups * rollouts
-    validations = val_groups = 0
+    val_groups = 0
     if answers.get("val_split") not in (None, "none"):
         every = int(answers.get("val_every") or 10)
         val_groups = (steps // every + 1) * int(answers.get("val_max_groups") or 8)
-        validations = val_groups * rollouts
-    tokens = (train_rollouts + validations) * per_rollout
-    lines = [
-        f"Estimate: {steps:,} steps ({loop}) x {groups} groups x {rollouts} rollouts = "
-        f"{train_rollouts:,} training rollouts"
-        + (f", plus about {validations:,} validation rollouts" if validations else "")
-        + f"; at most {tokens:,} completion tokens ({per_rollout:,} a rollout: the reply limit"
-        + (f" x {turns} turns" if turns > 1 else "")
-        + ", an upper bound; prompts not counted)."
-    ]
-    lines.append(_serverless_line(answers, tokens, steps * groups * rollouts * per_rollout, prices))
+    return RlLoop(steps, loop, groups, rollouts, val_groups * rollouts, steps * groups + val_groups)
+
+
+def estimate_rl(
+    answers: Mapping[str, Any],
+    prices: PriceLookup = art_prices,
+    measured: PreflightNumbers | None = None,
+) -> Estimate:
+    """Steps, rollouts and tokens of an RL run and its ServerlessBackend price: upper bounds from
+    the reply limit, or, with a preflight's `measured` numbers, figures from what its rollouts
+    took (prompts included) and, for LocalBackend, the rollouts' wall time."""
+    hp = hyperparameters(answers)
+    turns = 1 if answers.get("turns") == "single" else int(answers.get("max_turns") or 10)
+    per_rollout = int(hp["max_completion_tokens"]) * turns
+    loop = rl_loop(answers)
+    if loop is None:
+        return Estimate(
+            (
+                f"Estimate: {hp['groups_per_step']} groups x {hp['rollouts_per_group']} rollouts "
+                f"a step, up to {per_rollout:,} completion tokens a rollout; the steps depend on "
+                "the scenarios the script reads when it starts "
+                f"({hp['num_epochs']} epochs of one step per {hp['groups_per_step']} scenarios).",
+            )
+        )
+    if measured is not None:
+        lines = _measured_lines(answers, loop, measured, prices)
+    else:
+        tokens = (loop.train_rollouts + loop.validations) * per_rollout
+        lines = [
+            f"Estimate: {loop.line()}; at most {tokens:,} completion tokens ({per_rollout:,} a "
+            "rollout: the reply limit"
+            + (f" x {turns} turns" if turns > 1 else "")
+            + ", an upper bound; prompts not counted).",
+            _serverless_line(answers, tokens, loop.train_rollouts * per_rollout, prices),
+        ]
     if answers.get("reward") in ("ruler", "custom"):
         lines.append(
             f"The RULER judge `{answers.get('judge_model')}` is called once per group: about "
-            f"{steps * groups + val_groups:,} calls (validation's included), each reading its "
-            f"group's {rollouts} trajectories, at its provider's prices."
+            f"{loop.judged_groups:,} calls (validation's included), each reading its "
+            f"group's {loop.rollouts} trajectories, at its provider's prices."
         )
     return Estimate(tuple(line for line in lines if line))
+
+
+SCRIPT_MAX_CONCURRENT = 32
+"""The script's MAX_CONCURRENT (templates/train_rl/partials/answers.py.j2): rollouts at once."""
+
+
+def _measured_lines(
+    answers: Mapping[str, Any], loop: RlLoop, measured: PreflightNumbers, prices: PriceLookup
+) -> list[str]:
+    """The estimate from a preflight's per-rollout tokens and times."""
+    rollouts = loop.train_rollouts + loop.validations
+    prompt = rollouts * measured.prompt_tokens_per_rollout
+    completion = rollouts * measured.completion_tokens_per_rollout
+    model = f"`{measured.model}`" + (
+        "" if measured.base_model else ", a stand-in for the base model"
+    )
+    trained_share = 1 - measured.zero_variance_share
+    lines = [
+        f"Estimate from the preflight ({measured.rollouts} rollouts on {model}): {loop.line()}; "
+        f"about {measured.prompt_tokens_per_rollout:,.0f} prompt and "
+        f"{measured.completion_tokens_per_rollout:,.0f} completion tokens a rollout, so about "
+        f"{prompt:,.0f} prompt and {completion:,.0f} completion tokens in all."
+    ]
+    if answers.get("backend") == "serverless":
+        base = str(answers["base_model"])
+        price = prices(base)
+        if price is None:
+            lines.append(
+                f"ServerlessBackend: ART's price table (art.costs) has no price for `{base}`."
+            )
+        else:
+            # ART trains on each trajectory's tokens (tinker_native: the datums' input tokens),
+            # and only groups whose rewards differ make datums.
+            trained = (
+                loop.train_rollouts
+                * trained_share
+                * (
+                    measured.prompt_tokens_per_rollout / max(measured.turns_per_rollout, 1.0)
+                    + measured.completion_tokens_per_rollout
+                )
+            )
+            lines.append(
+                f"ServerlessBackend, at ART's prices for `{base}` (art.costs): sampling about "
+                f"${(prompt * price.prefill + completion * price.sample) / 1_000_000:,.2f} "
+                f"(prompts and completions) and training {dollars(trained, price.train)} "
+                f"({trained_share:.0%} of the groups had a reward spread in the preflight; "
+                "groups without one train nothing)."
+            )
+    elif measured.wall_s_per_rollout is not None:
+        waves = math.ceil(loop.groups * loop.rollouts / SCRIPT_MAX_CONCURRENT)
+        hours = loop.steps * waves * measured.wall_s_per_rollout / 3600
+        whose = (
+            "the base model at the preflight's endpoint"
+            if measured.base_model
+            else "a stand-in model, not the base model on the runner's GPU"
+        )
+        lines.append(
+            f"LocalBackend: a rollout took a median {measured.wall_s_per_rollout:.1f} s on "
+            f"{whose}; at {SCRIPT_MAX_CONCURRENT} rollouts at once, the training steps' rollouts "
+            f"take about {_duration(hours)} of the GPU (validation and the training itself "
+            "add to it; not measured here)."
+        )
+    else:
+        lines.append("LocalBackend: no price per token; the preflight timed no rollout.")
+    return lines
+
+
+def _duration(hours: float) -> str:
+    if hours >= 1:
+        return f"{hours:,.1f} hours"
+    minutes = max(1, round(hours * 60))
+    return f"{minutes} minute{'s' if minutes > 1 else ''}"
 
 
 def _serverless_line(

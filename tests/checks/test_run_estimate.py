@@ -3,10 +3,18 @@ for both backends, ART's own price table for ServerlessBackend, and every assump
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from checks.run_estimate import Prices, art_prices, estimate_rl, estimate_sft
-from flows import TRAIN_RL, TRAIN_SFT, replay
+from checks.preflight.numbers import PreflightNumbers
+from checks.run_estimate import (
+    SCRIPT_MAX_CONCURRENT,
+    Prices,
+    art_prices,
+    estimate_rl,
+    estimate_sft,
+)
+from flows import TRAIN_RL, TRAIN_SFT, render_script, replay
 from tests.flows.matrix import answers_for
 from tests.flows.sft_matrix import VARIANTS
 
@@ -82,3 +90,59 @@ def test_a_fine_tuning_run_is_its_training_rows_tokens_times_its_epochs() -> Non
         replay(TRAIN_SFT, VARIANTS["file-serverless-runner"]).answers
     )
     assert "counted when the script starts" in estimate_sft(runner_file).text()
+
+
+def measured(**changes: Any) -> PreflightNumbers:
+    numbers = PreflightNumbers(
+        model=LLAMA,
+        base_model=True,
+        verdict="ok",
+        rollouts=16,
+        groups=4,
+        mean_reward=0.5,
+        zero_variance_share=0.25,
+        prompt_tokens_per_rollout=300.0,
+        completion_tokens_per_rollout=100.0,
+        turns_per_rollout=1.0,
+        wall_s_per_rollout=6.0,
+        truncated_share=0.0,
+    )
+    return dataclasses.replace(numbers, **changes)
+
+
+def test_a_preflights_numbers_price_a_serverless_run_with_its_prompts() -> None:
+    answers = rl_answers(
+        "single", "programmatic", "open_ended", "serverless", True, base_model=LLAMA
+    )
+    fixed = Prices(prefill=1.0, sample=2.0, train=10.0)
+
+    lines = estimate_rl(answers, prices=lambda model: fixed, measured=measured()).lines
+
+    # (400 + 208) rollouts x 300 prompt and x 100 completion tokens.
+    assert lines[0].startswith(f"Estimate from the preflight (16 rollouts on `{LLAMA}`)")
+    assert "about 182,400 prompt and 60,800 completion tokens in all" in lines[0]
+    # Sampling: 182,400 x $1/M + 60,800 x $2/M = $0.3040; training: 400 rollouts x 75% of the
+    # groups with a spread x (300 + 100) tokens = 120,000 x $10/M = $1.20.
+    assert "sampling about $0.30 (prompts and completions) and training about $1.20" in lines[1]
+    assert "75% of the groups had a reward spread" in lines[1]
+
+
+def test_a_preflights_times_give_a_local_runs_gpu_time_said_as_a_stand_ins() -> None:
+    answers = rl_answers("single", "ruler", "dataset", "local", True)
+
+    said = estimate_rl(answers, measured=measured(base_model=False, model="gpt-x")).text()
+
+    # 9 steps x 2 groups x 4 rollouts = 8 rollouts a step, one wave of 32 at most: 9 x 6 s.
+    assert "(16 rollouts on `gpt-x`, a stand-in for the base model)" in said
+    assert "a median 6.0 s on a stand-in model, not the base model on the runner's GPU" in said
+    assert "take about 1 minute of the GPU" in said
+    hours = estimate_rl(answers, measured=measured(wall_s_per_rollout=4_000.0)).text()
+    assert "on the base model at the preflight's endpoint" in hours
+    assert "take about 10.0 hours of the GPU" in hours  # 9 x 4,000 s
+    assert "The RULER judge" in said  # still said
+
+
+def test_the_script_runs_as_many_rollouts_at_once_as_the_estimate_assumes() -> None:
+    answers = rl_answers("single", "programmatic", "open_ended", "local", True)
+    script = render_script(answers, "rl_train.py", TRAIN_RL)
+    assert f"MAX_CONCURRENT = {SCRIPT_MAX_CONCURRENT}\n" in script
