@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -44,7 +45,8 @@ from assistant import (
 from bot.migrations import BOT_DATABASE
 from checks.preflight.endpoint import PreflightEndpoint
 from checks.preflight.launch import preflight_script
-from checks.run_estimate import ESTIMATES
+from checks.preflight.numbers import PreflightNumbers
+from checks.run_estimate import ESTIMATES, estimate_rl
 from checks.script_check import check_script
 from checks.script_format import formatted_script
 from flows import (
@@ -525,11 +527,14 @@ class Chat:
         if self.preflight is None:
             say(preflight_offer(written.path))
             return checked
-        preflight = self._preflight(written.path, self.preflight)
+        preflight = self._preflight(written.path, self.preflight, answers)
         return checked if preflight == EXIT_OK else preflight
 
-    def _preflight(self, path: Path, endpoint: PreflightEndpoint) -> int:
-        """`artbot preflight` of the script against the configured endpoint: its exit status."""
+    def _preflight(
+        self, path: Path, endpoint: PreflightEndpoint, answers: Mapping[str, Any]
+    ) -> int:
+        """`artbot preflight` of the script against the configured endpoint, then the run's
+        estimate from what it measured: its exit status."""
         self.terminal.say(
             f"Preflight: the script's first-step groups against `{endpoint.model}`..."
         )
@@ -545,6 +550,9 @@ class Chat:
             self.terminal.problem(f"The preflight could not start: {error}")
             return EXIT_PROBLEMS
         self.terminal.say(report.format())
+        numbers = PreflightNumbers.of(report)
+        if numbers is not None:
+            self.terminal.say(estimate_rl(answers, measured=numbers).text())
         return report.exit_status
 
     def _dry_run(

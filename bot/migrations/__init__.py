@@ -18,6 +18,7 @@ def bot_tables() -> tuple[MetaData, ...]:
     """The models of every table in the bot's database (imported now: the Slack records and the
     installations bring in slack_sdk, which an upgrade alone does not need)."""
     from bot.delivery.outbox_rows import metadata as outbox_metadata
+    from bot.runs.preflight_records import metadata as preflight_metadata
     from bot.runs.store import metadata as run_metadata
     from bot.slack.records import metadata as slack_records_metadata
     from bot.workspaces.installations import metadata as installation_metadata
@@ -27,6 +28,7 @@ def bot_tables() -> tuple[MetaData, ...]:
         session_metadata,
         slack_records_metadata,
         run_metadata,
+        preflight_metadata,
         outbox_metadata,
         installation_metadata,
     )
@@ -43,6 +45,7 @@ BOT_DATABASE = MigrationChain(
             "artbot_slack_deliveries",
             "artbot_runs",  # bot.runs.store
             "artbot_approvals",
+            "artbot_preflights",  # bot.runs.preflight_records
             "artbot_slack_outbox",  # bot.delivery.outbox_rows
             "artbot_workspaces",  # bot.workspaces.store
             "slack_installations",  # bot.workspaces.installations (slack_sdk's stores)

@@ -86,7 +86,8 @@ class ResultButtons:
         if stored.session.status != "complete" or latest is None:
             turns.say(key, "There is no finished script to preflight in this thread yet.")
             return
-        refusal = self.preflights.start(key, latest[0])
+        flow = FLOWS[stored.session.flow]
+        refusal = self.preflights.start(key, latest[0], flow.active_answers(stored.session.answers))
         if refusal:
             turns.poster.ephemeral(client, key, user, refusal)
 

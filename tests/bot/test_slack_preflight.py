@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bot.runs.preflight_records import PreflightRecords
+from bot.slack.records import script_digest
 from flows import TRAIN_RL, replay
 from storage.sessions import SessionKey
 from tests.bot.conftest import Bot, BotFactory, SlackUser
@@ -74,5 +76,19 @@ def test_preflight_runs_the_scripts_rollouts_against_the_endpoint_and_reports_in
     report = next(m.text for m in user.bot_messages() if "Preflight ok" in m.text)
     assert "groups with zero reward variance: 0 of 2 (0%)" in report
     assert "stand-in-model" in report
+    # The run priced from what the rollouts took, said as a stand-in's numbers.
+    assert "Estimate from the preflight (8 rollouts on `stand-in-model`, a stand-in" in report
+    assert "LocalBackend: a rollout took a median" in report
+    # What it measured is kept with the script, for the run approved from it.
+    stored = bot.service.store.get(user.key)
+    assert stored is not None
+    latest = bot.service.results.latest_script(user.key, stored.session.answers)
+    assert latest is not None
+    script = latest[1]
+    kept = PreflightRecords.open(bot.settings.artbot_database_url).latest(
+        user.key, script_digest(script)
+    )
+    assert kept is not None and kept.rollouts == 8 and kept.groups == 2
+    assert kept.model == "stand-in-model" and not kept.base_model
     assert KEY not in said and str(tmp_path) not in report
     assert any("only" in e.text.lower() for e in fake.ephemerals(CHANNEL_ID))
