@@ -57,6 +57,8 @@ class FailureKind(StrEnum):
     preflight = "preflight"
     timeout = "timeout"
     memory_limit = "memory_limit"  # over the runner's per-job host memory limit
+    engine_died = "engine_died"  # vLLM's engine process died under the script: transient
+    gpu_error = "gpu_error"  # a CUDA or NCCL error that is not an OOM: transient
     unknown = "unknown"
 
 
@@ -75,6 +77,11 @@ class Failure(BaseModel):
     fix: str = Field(default="", max_length=2_000, description="what to do about it")
     fix_action: FixAction | None = None
     log_excerpt: str = Field(default="", max_length=8_000)
+    transient: bool = Field(
+        default=False,
+        description="the cause was not the script's (a dead engine, a GPU error): the same job "
+        "again may well pass, so the bot resumes it by itself a few times",
+    )
 
 
 class JobSubmission(BaseModel):

@@ -5,6 +5,10 @@ head and tail) and the GPU snapshot taken before the start, and returns a `Failu
 summary and fix speak to the person who asked for the run. Rules are tried in order; the first
 that matches wins, so the specific causes come before the general ones (a CUDA OOM raised
 inside a rollout is an OOM, not a bug in the rollout).
+
+A few causes are `transient`: vLLM's engine process dying and CUDA or NCCL errors that are not an
+OOM, which the same job often survives when run again (the bot resumes such a job by itself).
+Everything else is deterministic: running it again fails again.
 """
 
 from __future__ import annotations
@@ -85,6 +89,8 @@ def make_failure(
     fix: str = "",
     fix_action: FixAction | None = None,
     log_excerpt: str = "",
+    *,
+    transient: bool = False,
 ) -> Failure:
     """A Failure with every text clipped to the schema's limits (an exception message, a
     process name, a log line can be any length; a Failure that cannot be built helps no one)."""
@@ -94,6 +100,7 @@ def make_failure(
         fix=_clip(fix, SUMMARY_CHARS),
         fix_action=fix_action,
         log_excerpt=log_excerpt[-EXCERPT_CHARS:],
+        transient=transient,
     )
 
 
@@ -113,7 +120,7 @@ def _last_lines(log_text: str, count: int = 30) -> str:
 # ---- the rules --------------------------------------------------------------------------------
 
 _OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED"
+    r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED"
     r"|No available memory for the cache blocks"
     r"|Free memory on device .{0,80} is less than desired GPU memory utilization",
 )
@@ -130,6 +137,32 @@ _UV_FAILURE = re.compile(
 )
 _UV_LINE = re.compile(
     r"^(?:\s*[\u00d7x]\s|error:|\s*\u2570\u2500\u25b6|\s*Caused by:|\s*help:|\s*hint:).*$", re.M
+)
+# vLLM's engine process died under the script: V1's EngineDeadError and the client's line when
+# it sees the process go, V0's AsyncEngineDeadError / MQEngineDeadError and their messages.
+_ENGINE_DIED = re.compile(
+    r"EngineDeadError|EngineCore encountered an issue"
+    r"|Engine core proc \S+ died unexpectedly"
+    r"|Engine process \(pid \d+\) died"
+    r"|Background loop has errored already"
+)
+# CUDA and NCCL errors that come from the GPU, its driver or the links between GPUs, not from
+# the script: an OOM is matched before these, and a device-side assert (an index out of range
+# in a kernel, a bad token id) or NCCL's invalid usage are the code's and stay out.
+_GPU_ERROR = re.compile(
+    r"CUDA error: (?:an illegal memory access|an illegal instruction|unspecified launch failure"
+    r"|uncorrectable ECC error|the launch timed out|unknown error"
+    r"|CUDA-capable device\(s\) is/are busy or unavailable)"
+    r"|NCCL error\b.{0,200}?(?:unhandled system error|unhandled cuda error|internal error"
+    r"|remote process exited|network error)"
+    r"|ncclSystemError|ncclUnhandledCudaError|ncclRemoteError|ncclInternalError"
+    r"|Watchdog caught collective operation timeout"
+    r"|CUDNN_STATUS_EXECUTION_FAILED|CUBLAS_STATUS_EXECUTION_FAILED"
+)
+# The exceptions a script sees when the engine it calls died: its own calls failing with them
+# are the engine's fault, not the script's.
+_ENGINE_UNREACHABLE = re.compile(
+    r"APIConnectionError|InternalServerError|APITimeoutError|ConnectError|RemoteProtocolError"
 )
 _IMPORT_ERROR = re.compile(r"^(?:ModuleNotFoundError|ImportError): (.*)$")
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
@@ -256,14 +289,61 @@ def _import_error(tb: TracebackInfo | None, ctx: FailureContext) -> Failure | No
     )
 
 
-def _user_code(tb: TracebackInfo | None, ctx: FailureContext) -> Failure | None:
-    if tb is None or not tb.frames:
-        return None
-    in_script = [
+def _script_frames(tb: TracebackInfo, ctx: FailureContext) -> list[tuple[str, int, str]]:
+    return [
         frame
         for frame in tb.frames
         if frame[0].endswith("/" + ctx.script_name) or frame[0] == ctx.script_name
     ]
+
+
+def _transient(log_text: str, tb: TracebackInfo | None, ctx: FailureContext) -> Failure | None:
+    """vLLM's engine died, or the GPU failed (CUDA, NCCL): a failure the same job often survives.
+    Not when the script's own exception came last and is neither: then the engine's death
+    (vLLM logs one when a script exits while it runs) followed the script's error."""
+    # A GPU error is usually what killed the engine too: it is named first.
+    rule = next((r for r in (_GPU_ERROR, _ENGINE_DIED) if r.search(log_text)), None)
+    if rule is None:
+        return None
+    if (
+        tb is not None
+        and _script_frames(tb, ctx)
+        and not any(r.search(tb.exception) for r in (_ENGINE_DIED, _GPU_ERROR, _ENGINE_UNREACHABLE))
+    ):
+        return None
+    lines = [
+        m.group(0).strip() for m in re.finditer(r"^.*(?:" + rule.pattern + r").*$", log_text, re.M)
+    ]
+    cause = _clip(lines[0], 300)  # the first: what followed is often its consequence
+    summary = (
+        f"The GPU failed under the job: {cause}"
+        if rule is _GPU_ERROR
+        else f"vLLM's inference engine died under the job: {cause}"
+    )
+    again = (
+        "Resuming continues from the last checkpoint."
+        if ctx.has_checkpoints
+        else "It saved no checkpoint: running it again starts from the beginning."
+    )
+    return make_failure(
+        kind=FailureKind.gpu_error if rule is _GPU_ERROR else FailureKind.engine_died,
+        summary=summary,
+        fix=(
+            "This is rarely the script's fault (a crash inside vLLM, the GPU or its driver), and "
+            f"the same job usually passes when run again. {again} If it keeps failing the same "
+            "way, check the GPU on the runner host (`nvidia-smi -q -d ECC`, and `dmesg` for Xid "
+            "errors)."
+        ),
+        fix_action=FixAction.resume if ctx.has_checkpoints else None,
+        log_excerpt=_excerpt("\n".join(list(dict.fromkeys(lines))[:10])),
+        transient=True,
+    )
+
+
+def _user_code(tb: TracebackInfo | None, ctx: FailureContext) -> Failure | None:
+    if tb is None or not tb.frames:
+        return None
+    in_script = _script_frames(tb, ctx)
     if not in_script:
         return None
     _, line, function = in_script[-1]
@@ -362,7 +442,8 @@ def classify_failure(
     context: FailureContext | None = None,
 ) -> Failure:
     """The Failure that explains a job's end: timeout, OOM, stale GPU memory, missing variables,
-    dependency install, import error, an exception in the script's own code, else unknown.
+    dependency install, import error, a dead engine or a GPU error (both `transient`), an
+    exception in the script's own code, else unknown.
 
     `gpus` is the nvidia-smi snapshot taken before the job started (empty without nvidia-smi).
     """
@@ -378,6 +459,7 @@ def classify_failure(
         _missing_env(log_text),
         _dependency_install(log_text, ctx),
         _import_error(tb, ctx),
+        _transient(log_text, tb, ctx),
         _user_code(tb, ctx),
     ):
         if found is not None:

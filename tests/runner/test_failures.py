@@ -51,6 +51,84 @@ Traceback (most recent call last):
 RuntimeError: trainer crashed
 """
 
+# Transient failures, as vLLM, PyTorch and NCCL print them (lines from vLLM issues #17965,
+# #23517, #27549, #10812, vLLM-fork #2134, PyTorch #149984, NCCL #207, and the CUDA error text).
+ENGINE_DEAD_IN_ROLLOUT = """\
+train:  40%|####      | 2/5 [03:12<04:48, 96.1s/it]
+(EngineCore_0 pid=675221) ERROR 08-25 11:05:40 [core.py:700] EngineCore encountered a fatal error.
+ERROR 08-25 11:05:40 [core_client.py:564] Engine core proc EngineCore_0 died unexpectedly, \
+shutting down client.
+Traceback (most recent call last):
+  File "/jobs/abc/rl_train.py", line 212, in <module>
+    asyncio.run(main())
+  File "/jobs/abc/rl_train.py", line 180, in main
+    groups = await art.gather_trajectory_groups(pipeline)
+  File "/jobs/abc/rl_train.py", line 95, in rollout
+    response = await client.chat.completions.create(
+  File "/venv/lib/python3.12/site-packages/openai/_base_client.py", line 1594, in request
+    raise self._make_status_error_from_response(err.response) from None
+openai.InternalServerError: Error code: 500 - {'object': 'error', 'message': 'EngineCore \
+encountered an issue. See stack trace (above) for the root cause.', 'type': \
+'InternalServerError', 'param': None, 'code': 500}
+"""
+
+ENGINE_DEAD_IN_PROCESS = """\
+Traceback (most recent call last):
+  File "/venv/lib/python3.12/site-packages/vllm/entrypoints/llm.py", line 1423, in _run_engine
+    step_outputs = self.llm_engine.step()
+  File "/venv/lib/python3.12/site-packages/vllm/v1/engine/core_client.py", line 558, in get_output
+    raise self._format_exception(outputs) from None
+vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace \
+(above) for the root cause.
+"""
+
+MQ_ENGINE_DEAD = """\
+ERROR 12-01 13:05:02 client.py:282] RuntimeError('Engine process (pid 76) died.')
+ERROR 12-01 13:05:02 client.py:282] NoneType: None
+CRITICAL 12-01 13:05:02 launcher.py:99] MQLLMEngine is already dead, terminating server process
+"""
+
+NCCL_ERROR = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 81
+[rank0]: torch.distributed.DistBackendError: NCCL error in: \
+../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with \
+NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+[rank0]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed or \
+device error.
+[rank0]: Last error:
+"""
+
+ILLEGAL_MEMORY_ACCESS_IN_TRAIN = """\
+Traceback (most recent call last):
+  File "/jobs/abc/rl_train.py", line 212, in <module>
+    asyncio.run(main())
+  File "/jobs/abc/rl_train.py", line 190, in main
+    await model.train(groups, config=art.TrainConfig(learning_rate=1e-5))
+  File "/venv/lib/python3.12/site-packages/art/model.py", line 380, in train
+    async for _ in self.backend()._train_model(self, groups, config, dev_config):
+RuntimeError: CUDA error: an illegal memory access was encountered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace \
+below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+"""
+
+DEVICE_SIDE_ASSERT = """\
+Traceback (most recent call last):
+  File "/jobs/abc/rl_train.py", line 140, in compute_reward
+    return scores[index].item()
+RuntimeError: CUDA error: device-side assert triggered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace \
+below might be incorrect.
+"""
+
+ENGINE_GONE_AFTER_THE_SCRIPT_RAISED = (
+    SCRIPT_TRACEBACK
+    + "ERROR 01-16 17:16:49 [core_client.py:605] Engine core proc EngineCore_DP0 died "
+    "unexpectedly, shutting down client.\n"
+)
+
 
 def gpu(index: int, *processes: GpuProcess, free: int = 70_000) -> GpuInfo:
     return GpuInfo(
@@ -282,6 +360,101 @@ CASES = [
         ["exit code 1: Stopping: three steps in a row"],
     ),
     (
+        "vllm's engine died under a rollout: the script's call failed with it",
+        1,
+        ENGINE_DEAD_IN_ROLLOUT,
+        [],
+        FailureContext(has_checkpoints=True),
+        FailureKind.engine_died,
+        FixAction.resume,
+        [
+            "inference engine died",
+            "Engine core proc EngineCore_0 died unexpectedly",
+            "Resuming continues from the last checkpoint",
+        ],
+    ),
+    (
+        "vllm's engine died in the job's own process, no checkpoint yet",
+        1,
+        ENGINE_DEAD_IN_PROCESS,
+        [],
+        FailureContext(),
+        FailureKind.engine_died,
+        None,
+        ["EngineDeadError", "starts from the beginning"],
+    ),
+    (
+        "vllm 0.6's engine process died",
+        1,
+        MQ_ENGINE_DEAD,
+        [],
+        FailureContext(),
+        FailureKind.engine_died,
+        None,
+        ["Engine process (pid 76) died"],
+    ),
+    (
+        "an nccl system error",
+        1,
+        NCCL_ERROR,
+        [],
+        FailureContext(has_checkpoints=True),
+        FailureKind.gpu_error,
+        FixAction.resume,
+        ["The GPU failed", "unhandled system error", "nvidia-smi -q -d ECC"],
+    ),
+    (
+        "an illegal memory access while training: the GPU's, not the script's",
+        1,
+        ILLEGAL_MEMORY_ACCESS_IN_TRAIN,
+        [],
+        FailureContext(),
+        FailureKind.gpu_error,
+        None,
+        ["CUDA error: an illegal memory access was encountered"],
+    ),
+    (
+        "a device-side assert is the code's",
+        1,
+        DEVICE_SIDE_ASSERT,
+        [],
+        FailureContext(),
+        FailureKind.user_code,
+        None,
+        ["device-side assert triggered", "`compute_reward`"],
+    ),
+    (
+        "cuda's out of memory error is an oom, even with the engine dead after it",
+        1,
+        "RuntimeError: CUDA error: out of memory\n" + ENGINE_DEAD_IN_PROCESS,
+        [],
+        FailureContext(job_gpus=[0]),
+        FailureKind.cuda_oom,
+        FixAction.retry_lower_gpu_memory,
+        ["CUDA error: out of memory"],
+    ),
+    (
+        "an oom that killed the engine stays an oom",
+        1,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+        + ENGINE_DEAD_IN_ROLLOUT,
+        [],
+        FailureContext(job_gpus=[0]),
+        FailureKind.cuda_oom,
+        FixAction.retry_lower_gpu_memory,
+        ["Tried to allocate 2.00 GiB"],
+    ),
+    (
+        "the engine going down after the script raised: the script's error",
+        1,
+        ENGINE_GONE_AFTER_THE_SCRIPT_RAISED,
+        [],
+        FailureContext(),
+        FailureKind.user_code,
+        None,
+        ["ZeroDivisionError: division by zero"],
+    ),
+    (
         "timeout",
         -15,
         "torch.OutOfMemoryError: CUDA out of memory.\n",
@@ -314,6 +487,10 @@ CASES = [
 ]
 
 
+TRANSIENT = (FailureKind.engine_died, FailureKind.gpu_error)
+"""The kinds the same job often survives: the bot resumes them by itself."""
+
+
 @pytest.mark.parametrize(
     ("exit_code", "log", "gpus", "context", "kind", "action", "words"),
     [pytest.param(*case[1:], id=case[0]) for case in CASES],
@@ -330,6 +507,7 @@ def test_classify_failure(
     failure = classify_failure(exit_code, log, gpus, context)
     assert failure.kind is kind
     assert failure.fix_action is action
+    assert failure.transient is (kind in TRANSIENT)
     assert failure.fix, "every failure says what to do"
     text = "\n".join([failure.summary, failure.fix, failure.log_excerpt])
     for word in words:
@@ -367,6 +545,13 @@ def test_an_exception_in_the_rollout_points_at_the_script(runner: Runner) -> Non
 
     with_checkpoint = _failure(runner, runner.submit("rollout_error.py", args=["--checkpoint"]))
     assert with_checkpoint.fix_action is FixAction.resume
+
+
+def test_a_dead_engine_is_transient_and_resumes_from_the_checkpoint(runner: Runner) -> None:
+    failure = _failure(runner, runner.submit("engine_died.py"))
+    assert failure.kind is FailureKind.engine_died and failure.transient
+    assert "Engine core proc EngineCore_0 died unexpectedly" in failure.summary
+    assert failure.fix_action is FixAction.resume  # it left a checkpoint
 
 
 def test_cuda_oom(runner: Runner) -> None:
