@@ -1,5 +1,6 @@
 """One thread effect carried out in Slack: a post (exactly once), a question asked (the older
-ones superseded), questions retired, a message updated, a file uploaded, a script generated.
+ones superseded), questions retired, a message updated, a file uploaded, the thread's status
+line set (best effort), a script generated.
 
 Exactly once: a post carries its outbox id in Slack's message metadata. An attempt that died
 mid-call (the process was killed while Slack was answering) leaves its row in doubt, and the
@@ -18,7 +19,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.delivery.effects import Ask, Edit, Generate, Offer, Post, Retire, Update, Upload
+from bot.delivery.effects import Ask, Edit, Generate, Offer, Post, Retire, Status, Update, Upload
 from bot.delivery.outbox import Claimed, Settlement, question_asked
 from bot.slack.blocks import RESULT_STEP, SlackMessage, answered_message, superseded_message
 from bot.slack.records import QuestionMessage
@@ -94,6 +95,9 @@ class Carrier:
         if isinstance(effect, Upload):
             self._upload(client, key, effect)
             return None
+        if isinstance(effect, Status):
+            self._status(client, key, effect.text)
+            return None
         if isinstance(effect, Ask):
             # One live question per thread: any other still offering buttons is superseded.
             for question in drain.live(keep=RESULT_STEP):
@@ -137,6 +141,19 @@ class Carrier:
             ),
             posting=True,
         )
+
+    def _status(self, client: WebClient, key: SessionKey, status: str) -> None:
+        """The thread's status line; best effort: one Slack refuses (an install from before
+        the scope, a thread gone) is logged and dropped, never holding up the thread."""
+        try:
+            _call(
+                lambda: client.assistant_threads_setStatus(
+                    channel_id=key.channel, thread_ts=key.thread, status=status
+                ),
+                posting=False,
+            )
+        except SlackApiError as error:
+            log.info("no status in %s: %s", key, error.response.get("error"))
 
     def _update(self, client: WebClient, key: SessionKey, ts: str, message: SlackMessage) -> None:
         """`ts` becomes `message`; a message deleted meanwhile has none to lose. (The caller

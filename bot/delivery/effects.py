@@ -1,5 +1,6 @@
 """What a wizard turn or a run must do in its thread, as data: post a message, ask a question,
-retire old questions, update a card in place, upload a file, generate the script. The outbox stores
+retire old questions, update a card in place, upload a file, show what artbot is doing (the
+thread's status line), generate the script. The outbox stores
 these with the turn (bot.delivery.outbox); its worker carries them out.
 
 Fewer, better messages: a turn posts at most one message. The engine's notes and problems fold
@@ -91,12 +92,29 @@ class Edit:
 
 
 @dataclass(frozen=True)
+class Status:
+    """The thread's status line (assistant.threads.setStatus): what artbot is doing while it
+    works ("is thinking…"), or "" to clear it. Not a message: Slack shows it under the thread
+    and clears it when the app replies there (or after two minutes without one)."""
+
+    text: str
+
+
+WORKING_STATUSES = {
+    "thinking": "is thinking…",
+    "dry_run": "is dry-running your script on a CPU…",
+    "preflight": "is running the preflight against the model…",
+}
+"""What the thread's status says while artbot works, by what it is doing."""
+
+
+@dataclass(frozen=True)
 class Generate:
     """The session is complete: render, check and upload its script, after what the turn said
     (a crash before it is done leaves it to do after the restart)."""
 
 
-ThreadEffect = Post | Ask | Offer | Retire | Update | Edit | Upload | Generate
+ThreadEffect = Post | Ask | Offer | Retire | Update | Edit | Upload | Status | Generate
 
 
 def turn_effects(turn: Turn) -> list[ThreadEffect]:

@@ -21,6 +21,7 @@ from bot.delivery.effects import (
     Offer,
     Post,
     Retire,
+    Status,
     ThreadEffect,
     Update,
     Upload,
@@ -115,6 +116,8 @@ def effect_row(key: SessionKey, effect: ThreadEffect, now: datetime) -> dict[str
         kind, step_id, text, message = "update", effect.step_id, effect.remembered, effect.message
     elif isinstance(effect, Edit):
         kind, step_id, text, message = "edit", None, effect.ts, effect.message
+    elif isinstance(effect, Status):
+        kind, step_id, text, message = "status", None, effect.text, None
     else:
         kind, step_id, text = "generate", None, ""
     return _values(
@@ -160,6 +163,8 @@ def row_effect(row: OutboxRow | Row[Any]) -> ThreadEffect:
     """The thread effect an outbox row (or a row of `OUTBOX`) holds."""
     if row.kind == "generate":
         return Generate()
+    if row.kind == "status":
+        return Status(row.text)
     loaded = json.loads(row.message_json or "{}")
     if row.kind == "upload":
         content = row.text

@@ -14,7 +14,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
-from bot.delivery.effects import Post, ThreadEffect
+from bot.delivery.effects import WORKING_STATUSES, Post, Status, ThreadEffect
 from bot.delivery.outbox import Outbox
 from bot.runs.preflight_records import PreflightRecords
 from bot.slack.blocks import text_message
@@ -76,7 +76,7 @@ class Preflights:
             f":stethoscope: Preflight of `{escape(script.name)}`: its rollouts and reward for its "
             f"first step's groups, asking `{escape(self.endpoint.model)}`…"
         )
-        self._outbox.enqueue(key, [Post(text_message(said))])
+        self._outbox.enqueue(key, [Post(text_message(said)), Status(WORKING_STATUSES["preflight"])])
         self._executor.submit(self._run, key, script, dict(answers))
         return None
 
@@ -93,12 +93,13 @@ class Preflights:
             numbers = PreflightNumbers.of(report)
             if numbers is not None:
                 self._records.keep(key, digest, numbers)
-            self._outbox.enqueue(key, self._told(report, script, answers, numbers))
+            told = self._told(report, script, answers, numbers)
+            self._outbox.enqueue(key, [*told, Status("")])
         except Exception as error:  # the preflight itself failing must still be said
             log.exception("preflight crashed for %s", key)
             why = self._without_key(redact(str(error)))
             failed = f":x: The preflight itself failed: {escape(clip(why, 500))}"
-            self._outbox.enqueue(key, [Post(text_message(failed))])
+            self._outbox.enqueue(key, [Post(text_message(failed)), Status("")])
         finally:
             with self._lock:
                 self._running.discard(key)

@@ -17,7 +17,16 @@ from typing import Any, Protocol
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.delivery.effects import Ask, Post, Retire, ThreadEffect, Update, Upload
+from bot.delivery.effects import (
+    WORKING_STATUSES,
+    Ask,
+    Post,
+    Retire,
+    Status,
+    ThreadEffect,
+    Update,
+    Upload,
+)
 from bot.delivery.outbox import Outbox
 from bot.slack.blocks import (
     MAX_BLOCKS,
@@ -214,14 +223,16 @@ class ScriptResults:
             preflight=self.preflight_offered and flow.id == "train-rl",
         )
         # Buttons under an older script of this thread would act on this one: they go.
+        dry_running = card.dryrun == DRYRUN_RUNNING
         self._outbox.enqueue(
             key,
             [
                 Retire(RESULT_STEP, "Replaced by the newer script below"),
                 Ask(RESULT_STEP, card.remembered(), card.message()),
+                *([Status(WORKING_STATUSES["dry_run"])] if dry_running else []),
             ],
         )
-        if card.dryrun == DRYRUN_RUNNING:
+        if dry_running:
             start = start_of(answers)
             forks_from = dict(start) if start is not None else None
             self._executor.submit(self._dryrun_and_report, key, path, card, forks_from)
@@ -281,7 +292,7 @@ class ScriptResults:
         except Exception as error:  # a crash of the dry run itself must still be said
             log.exception("dry run crashed for %s", key)
             verdict = f":x: The dry run itself failed: {escape(clip(str(error), 500))}"
-            self._outbox.enqueue(key, [card.with_dryrun(verdict).update()])
+            self._outbox.enqueue(key, [card.with_dryrun(verdict).update(), Status("")])
             return
         verdict = {
             "ok": ":white_check_mark: Dry run passed",
@@ -292,7 +303,7 @@ class ScriptResults:
         full = without_host_folders(report.format(), path)
         said: list[ThreadEffect] = [card.with_dryrun(shown_report(verdict, full)).update()]
         said += report_file(full, f"{path.stem}.dryrun.txt", f"Dry run of {path.name}")
-        self._outbox.enqueue(key, said)
+        self._outbox.enqueue(key, [*said, Status("")])
 
 
 RESULT_CARD_HEAD = ":page_facing_up: Your training script"

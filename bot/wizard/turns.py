@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 
 from assistant import Assistant, Proposal, not_configured
-from bot.delivery.effects import Post, ThreadEffect, turn_effects
+from bot.delivery.effects import WORKING_STATUSES, Post, Status, ThreadEffect, turn_effects
 from bot.delivery.outbox import Outbox, TurnEffects
 from bot.process.work_slots import WorkSlots
 from bot.slack.blocks import text_message
@@ -88,6 +88,7 @@ class Turns:
         consult = self.assistant is not None and user is not None and reply.value is None
         if consult and delivery is not None and self.records.seen(delivery):
             return None  # a retry of a reply handled already: the model is not asked again
+        thinking = False  # the thread's status says so while the model reads the reply
         for _ in range(SAVE_ATTEMPTS):
             session = stored.session
             if _is_repeat_click(session, reply):
@@ -97,6 +98,8 @@ class Turns:
             asked_model = consult
             if consult and self.assistant is not None and user is not None:
                 consult = False
+                self.outbox.enqueue(key, [Status(WORKING_STATUSES["thinking"])])
+                thinking = True
                 with self.slots.waiting():  # the model answers in seconds
                     assisted = self.assistant.respond(flow, session, reply, user)
                 turn, proposal = assisted.turn, assisted.proposal
@@ -106,6 +109,8 @@ class Turns:
             effects = [*first, *turn_effects(turn)]
             if proposal is not None:
                 effects.extend(offer_effects(proposal))
+            if thinking:
+                effects.append(Status(""))  # after what it said: the status line goes
             if turn.session == session:  # nothing changed: nothing to save
                 if asked_model and self._moved_on(key, session):
                     # Saved meanwhile (the model took a while): what it said is about a

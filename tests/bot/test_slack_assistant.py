@@ -133,6 +133,9 @@ def test_a_question_is_answered_and_asked_again_without_moving_the_session(
     assert "&lt;fixed&gt; &amp; logged" in answer  # the model's text escaped like user text
     assert "Only logged or static scenarios" in user.open_question().text  # asked again
     assert len(model.requests) == 1
+    # While the model read the reply the thread's status said so; the answer cleared it.
+    user.fake.wait_for(lambda f: f.status(user.channel, user.thread) == "")
+    assert user.fake.statuses(user.channel, user.thread) == ["is thinking…", ""]
 
 
 def test_slack_retrying_a_question_does_not_put_it_to_the_model_again(
@@ -271,7 +274,7 @@ def test_a_forged_accept_and_a_stranger_s_click_are_refused(
 def test_a_proposal_too_long_for_a_button_is_kept_by_the_bot(
     user: SlackUser, model: FakeOpenAI
 ) -> None:
-    model.script(reading("static", "Logged. " * 300))  # the reason is clipped to 300
+    model.script(reading("static", "Logged. " * 60))  # the reason is clipped to 300
     user.reply("we have logs of past chats")
     (offer,) = proposals(user)
     outbox: Outbox = user.bot.service.outbox

@@ -32,6 +32,8 @@ def test_style_in_pasted_code_is_a_note_on_the_card_and_an_undefined_name_skips_
     user.wait_for_result()
     fake.wait_for(lambda f: "Dry run passed" in user.result_cards()[-1].text, timeout=120)
     card = user.result_cards()[-1].text
+    fake.wait_for(lambda f: f.status(user.channel, user.thread) == "")  # the dry run is over
+    assert "is dry-running your script on a CPU…" in fake.statuses(user.channel, user.thread)
     assert ":white_check_mark: `artbot check`: compiles, no errors from ruff" in card
     assert ":memo: 2 note(s) on your own code, matters of style that stop nothing:" in card
     assert "ruff SIM905: Consider using a list literal" in card

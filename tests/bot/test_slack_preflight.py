@@ -90,5 +90,8 @@ def test_preflight_runs_the_scripts_rollouts_against_the_endpoint_and_reports_in
     )
     assert kept is not None and kept.rollouts == 8 and kept.groups == 2
     assert kept.model == "stand-in-model" and not kept.base_model
+    # The thread's status line said it was working, and was cleared once the report was in.
+    shown = fake.statuses(CHANNEL_ID, user.thread)
+    assert "is running the preflight against the model…" in shown and shown[-1] == ""
     assert KEY not in said and str(tmp_path) not in report
     assert any("only" in e.text.lower() for e in fake.ephemerals(CHANNEL_ID))

@@ -71,6 +71,8 @@ MAX_VIEW_TITLE = 24
 MAX_PRIVATE_METADATA = 3000
 MAX_PLAIN_TEXT_INPUT = 3000
 MAX_VIEW_BYTES = 250_000
+MAX_LOADING_MESSAGES = 10  # assistant.threads.setStatus
+MAX_SUGGESTED_PROMPTS = 4  # assistant.threads.setSuggestedPrompts
 """views.open answers `view_too_large` over this (the view's JSON)."""
 
 _FILETYPES = {
@@ -481,6 +483,10 @@ class FakeSlack:
         self._holding: dict[str, int] = {}
         self._users: dict[str, JsonObject] = {}
         """Members that users.info knows (add_user), by id."""
+        self._statuses: dict[tuple[str, str], list[str]] = {}
+        """Each thread's statuses as they were shown, in order ("" where it was cleared)."""
+        self._titles: dict[tuple[str, str], str] = {}
+        self._prompts: dict[tuple[str, str], JsonObject] = {}
         self._methods: dict[str, Callable[[JsonObject], JsonObject]] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
@@ -494,6 +500,9 @@ class FakeSlack:
             "files.completeUploadExternal": self._files_complete_upload_external,
             "files.info": self._files_info,
             "users.info": self._users_info,
+            "assistant.threads.setStatus": self._assistant_threads_set_status,
+            "assistant.threads.setTitle": self._assistant_threads_set_title,
+            "assistant.threads.setSuggestedPrompts": self._assistant_threads_set_suggested_prompts,
         }
 
     def _notify(self) -> None:
@@ -651,6 +660,27 @@ class FakeSlack:
             ]
         return sorted(found, key=lambda m: ts_key(m.ts))
 
+    def statuses(self, channel: str, thread_ts: str) -> list[str]:
+        """The thread's status line as it went: each status set, and "" each time it was cleared
+        (set to "", or by the app's reply in the thread, as Slack clears it)."""
+        with self._changed:
+            return list(self._statuses.get((channel, thread_ts), []))
+
+    def status(self, channel: str, thread_ts: str) -> str:
+        """The status the thread shows now ("": none)."""
+        shown = self.statuses(channel, thread_ts)
+        return shown[-1] if shown else ""
+
+    def title(self, channel: str, thread_ts: str) -> str | None:
+        """The thread's title (assistant.threads.setTitle), None when never set."""
+        with self._changed:
+            return self._titles.get((channel, thread_ts))
+
+    def suggested_prompts(self, channel: str, thread_ts: str) -> JsonObject | None:
+        """The thread's suggested prompts as set ({"title", "prompts"}), None when never set."""
+        with self._changed:
+            return self._prompts.get((channel, thread_ts))
+
     def uploaded_files(self) -> list[UploadedFile]:
         """Files the bot uploaded and shared, in the order they were shared."""
         with self._changed:
@@ -740,6 +770,9 @@ class FakeSlack:
             self._modals.clear()
             self._faults.clear()
             self._delays.clear()
+            self._statuses.clear()
+            self._titles.clear()
+            self._prompts.clear()
             self._notify()
 
     # --- things that come from people, not the bot ---
@@ -1188,7 +1221,85 @@ class FakeSlack:
                 metadata=metadata,
             )
         )
+        if thread_ts is not None:
+            self._clear_status(channel, thread_ts)  # the app replied: Slack clears its status
         return {"channel": channel, "ts": message.ts, "message": message.to_slack()}
+
+    # --- agent threads (https://docs.slack.dev/reference/methods/assistant.threads.setStatus) ---
+
+    def _assistant_thread(self, params: JsonObject, *, dm_only: bool) -> tuple[str, str]:
+        """The (channel_id, thread_ts) a method names: both required, the thread's root a message
+        of that channel (else `invalid_thread_ts`, as Slack answers "Thread not found"). Titles
+        and suggested prompts exist only in the app's DMs (the agent view); a status may be set
+        in any thread (chat:write since 2026-03)."""
+        channel, thread_ts = str(params.get("channel_id") or ""), str(params.get("thread_ts") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        root = self._messages.get((channel, thread_ts)) if thread_ts else None
+        if root is None or root.ephemeral_to is not None or root.is_reply:
+            raise SlackError("invalid_thread_ts")
+        if dm_only and not channel.startswith("D"):
+            raise SlackError("method_not_supported_for_channel_type")
+        return channel, thread_ts
+
+    def _clear_status(self, channel: str, thread_ts: str) -> None:
+        shown = self._statuses.get((channel, thread_ts))
+        if shown and shown[-1]:
+            shown.append("")
+
+    def _assistant_threads_set_status(self, params: JsonObject) -> JsonObject:
+        """`status` is required ("" clears it); at most MAX_LOADING_MESSAGES loading messages."""
+        key = self._assistant_thread(params, dm_only=False)
+        if "status" not in params or not isinstance(params["status"], str):
+            raise SlackError("invalid_arguments")
+        loading = params.get("loading_messages")
+        if loading not in (None, ""):
+            messages = _decoded(loading) if isinstance(loading, str) else loading
+            if (
+                not isinstance(messages, list)
+                or len(messages) > MAX_LOADING_MESSAGES
+                or not all(isinstance(m, str) for m in messages)
+            ):
+                raise SlackError("invalid_arguments")
+        status = str(params["status"])
+        shown = self._statuses.setdefault(key, [])
+        if status or (shown and shown[-1]):
+            shown.append(status)
+        return {}
+
+    def _assistant_threads_set_title(self, params: JsonObject) -> JsonObject:
+        key = self._assistant_thread(params, dm_only=True)
+        title = params.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise SlackError("invalid_arguments")
+        self._titles[key] = title
+        return {}
+
+    def _assistant_threads_set_suggested_prompts(self, params: JsonObject) -> JsonObject:
+        """One to MAX_SUGGESTED_PROMPTS prompts, each a `title` and a `message`; an optional
+        `title` over them."""
+        key = self._assistant_thread(params, dm_only=True)
+        raw = params.get("prompts")
+        prompts = _decoded(raw) if isinstance(raw, str) else raw
+        if (
+            not isinstance(prompts, list)
+            or not 1 <= len(prompts) <= MAX_SUGGESTED_PROMPTS
+            or not all(
+                isinstance(p, dict)
+                and isinstance(p.get("title"), str)
+                and p["title"]
+                and isinstance(p.get("message"), str)
+                and p["message"]
+                for p in prompts
+            )
+        ):
+            raise SlackError("invalid_arguments")
+        title = params.get("title")
+        self._prompts[key] = {
+            "title": title if isinstance(title, str) else None,
+            "prompts": prompts,
+        }
+        return {}
 
     @staticmethod
     def _metadata(value: Any) -> JsonObject | None:

@@ -816,3 +816,55 @@ def test_a_view_submission_carries_the_opened_view_and_what_was_typed(
     assert payload["view"]["state"]["values"] == {
         "prompt": {"text": {"type": "plain_text_input", "value": "hello"}}
     }
+
+
+DM_ID = "D0ARTBOTDM"
+
+
+def test_a_status_is_set_in_any_thread_cleared_by_the_apps_reply_and_checked_as_slack_does(
+    fake: FakeSlack,
+) -> None:
+    client = WebClient(token=BOT_TOKEN, base_url=fake.base_url)
+    root = fake.post_as_user(CHANNEL_ID, "train something")["ts"]
+
+    client.assistant_threads_setStatus(channel_id=CHANNEL_ID, thread_ts=root, status="is thinking…")
+    assert fake.status(CHANNEL_ID, root) == "is thinking…"
+    client.chat_postMessage(channel=CHANNEL_ID, thread_ts=root, text="an answer")
+    assert fake.statuses(CHANNEL_ID, root) == ["is thinking…", ""]  # the reply cleared it
+
+    def refused(**arguments: Any) -> str:
+        with pytest.raises(SlackApiError) as error:
+            client.api_call("assistant.threads.setStatus", json=arguments)
+        return str(error.value.response["error"])
+
+    assert refused(channel_id=CHANNEL_ID, thread_ts="1.000000", status="x") == "invalid_thread_ts"
+    assert refused(channel_id=CHANNEL_ID, thread_ts=root) == "invalid_arguments"  # no status
+    assert refused(thread_ts=root, status="x") == "channel_not_found"
+    too_many = [f"step {n}" for n in range(11)]
+    assert (
+        refused(channel_id=CHANNEL_ID, thread_ts=root, status="x", loading_messages=too_many)
+        == "invalid_arguments"
+    )
+
+
+def test_titles_and_suggested_prompts_belong_to_the_apps_dms(fake: FakeSlack) -> None:
+    client = WebClient(token=BOT_TOKEN, base_url=fake.base_url)
+    dm_root = fake.post_as_user(DM_ID, "Train an agent with RL", channel_type="im")["ts"]
+    channel_root = fake.post_as_user(CHANNEL_ID, "hello")["ts"]
+    prompts = [{"title": "RL", "message": "Train an agent with RL"}]
+
+    client.assistant_threads_setTitle(channel_id=DM_ID, thread_ts=dm_root, title="RL: 2048")
+    client.assistant_threads_setSuggestedPrompts(
+        channel_id=DM_ID, thread_ts=dm_root, prompts=prompts, title="Try"
+    )
+    assert fake.title(DM_ID, dm_root) == "RL: 2048"
+    assert fake.suggested_prompts(DM_ID, dm_root) == {"title": "Try", "prompts": prompts}
+
+    with pytest.raises(SlackApiError, match="method_not_supported_for_channel_type"):
+        client.assistant_threads_setTitle(channel_id=CHANNEL_ID, thread_ts=channel_root, title="t")
+    with pytest.raises(SlackApiError, match="invalid_arguments"):
+        client.assistant_threads_setSuggestedPrompts(
+            channel_id=DM_ID, thread_ts=dm_root, prompts=prompts * 5
+        )
+    with pytest.raises(SlackApiError, match="invalid_arguments"):
+        client.assistant_threads_setTitle(channel_id=DM_ID, thread_ts=dm_root, title=" ")
