@@ -19,9 +19,11 @@ from bot.process.metrics import BotMetrics
 from bot.process.shards import ALONE, Shard
 from bot.process.work_slots import WorkSlots
 from bot.runs.approval import ApprovalPolicy
+from bot.runs.preflight_records import PreflightRecords
 from bot.settings import BotSettings
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords
+from bot.wizard.agent_view import AgentView
 from bot.wizard.command import WizardCommand
 from bot.wizard.expiry import Expiry
 from bot.wizard.home import HomeTab
@@ -83,6 +85,8 @@ class Services:
     result_buttons: ResultButtons
     commands: dict[str, WizardCommand]
     """The slash commands by name: `/train-rl` and `/train-sft`."""
+    agent_view: AgentView
+    """Conversations begun by a message in the app's DM (Slack's agent view)."""
     home: HomeTab
     expiry: Expiry
     max_upload_bytes: int
@@ -146,7 +150,9 @@ def build_services(
         kwargs["dryrun"] = functools.partial(dryrun_script, sandbox=sandbox)
     outbox = Outbox(engine, schema=schema)
     executor = executor or ThreadPoolExecutor(max_workers=2)
-    preflights = _preflights(settings, outbox, executor, sandbox)
+    preflights = _preflights(
+        settings, outbox, executor, sandbox, PreflightRecords(engine, schema=schema)
+    )
     results = ScriptResults(
         outbox, scripts_dir, executor, preflight_offered=preflights is not None, **kwargs
     )
@@ -218,6 +224,7 @@ def build_services(
             name: WizardCommand(name, flow, opener, store, runs=runs, comparer=comparer)
             for name, flow in (("/train-rl", TRAIN_RL), ("/train-sft", TRAIN_SFT))
         },
+        agent_view=AgentView(opener, runs=runs),
         home=HomeTab(store, runs.runs if runs is not None else None),
         expiry=expiry,
         max_upload_bytes=settings.artbot_max_upload_bytes,
@@ -269,7 +276,11 @@ def start_outbox(
 
 
 def _preflights(
-    settings: BotSettings, outbox: Outbox, executor: Executor, sandbox: Sandbox
+    settings: BotSettings,
+    outbox: Outbox,
+    executor: Executor,
+    sandbox: Sandbox,
+    records: PreflightRecords,
 ) -> Preflights | None:
     """The result cards' *Preflight*, where an endpoint and its model are configured and this
     host may run users' code."""
@@ -284,4 +295,4 @@ def _preflights(
         settings.artbot_preflight_model,
         key.get_secret_value() if key is not None else None,
     )
-    return Preflights(endpoint, outbox, executor, sandbox)
+    return Preflights(endpoint, outbox, executor, sandbox, records)

@@ -58,7 +58,11 @@ class ThreadOpener:
             text=f"<@{user}> started {wizard}. Answers go in this thread.",
             blocks=[*sections(headline)],
         )
-        key = SessionKey(team, channel, str(parent["ts"]))
+        return self.begin_in(SessionKey(team, channel, str(parent["ts"])), user, turn)
+
+    def begin_in(self, key: SessionKey, user: str, turn: Turn) -> SessionKey | None:
+        """Store `turn`'s session for the existing thread `key` (the agent view's: the user's
+        own message heads it), with what the turn says there; None if it has a session."""
         effects = turn_effects(turn)
         try:
             with self.outbox.turn(key) as said:

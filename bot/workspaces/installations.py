@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 BOT_SCOPES = (
     "commands",
     "chat:write",
+    "assistant:write",
     "files:write",
     "files:read",
     "channels:history",

@@ -171,6 +171,8 @@ class SlackUser:
     channel: str = CHANNEL_ID
     thread: str = ""
     team: str = TEAM_ID
+    channel_type: str = "channel"
+    """"im" in the app's DM (the agent view)."""
 
     @property
     def fake(self) -> FakeSlack:
@@ -236,7 +238,13 @@ class SlackUser:
         wait: bool = True,
     ) -> int:
         answered = self._answered()
-        event = message_event(text, channel=self.channel, user=self.user, thread_ts=self.thread)
+        event = message_event(
+            text,
+            channel=self.channel,
+            user=self.user,
+            thread_ts=self.thread,
+            channel_type=self.channel_type,
+        )
         status = self.bot.dispatch(
             event_callback(event, event_id=event_id, retry_num=retry_num, team_id=self.team)
         )

@@ -27,6 +27,7 @@ from bot.app import REDIRECT_PATH, create_app
 from bot.services import build_services
 from bot.settings import load_settings
 from bot.slack.blocks import TRY_MODAL
+from bot.wizard.agent_view import SUGGESTED_PROMPTS
 from bot.workspaces.installations import BOT_SCOPES
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_requests import (
@@ -91,6 +92,10 @@ SCOPE_BY_METHOD: dict[str, str | None] = {
     "files_info": "files:read",
     "reactions_add": "reactions:write",
     "users_info": "users:read",
+    # Since 2026-03 a status takes chat:write (in channel threads too); titles are the agent
+    # view's own.
+    "assistant_threads_setStatus": "chat:write",
+    "assistant_threads_setTitle": "assistant:write",
 }
 # Registration methods whose manifest side this test knows. Another one (shortcut,
 # options, function...) needs manifest entries this test does not check yet: teach it first.
@@ -395,3 +400,12 @@ def test_the_manifests_ask_for_the_scopes_the_install_link_asks_for(mode: str) -
         REQUEST_URL.replace("/slack/events", REDIRECT_PATH)
     ]
     assert manifest["features"]["app_home"]["home_tab_enabled"] is True
+
+
+@pytest.mark.parametrize("mode", sorted(MANIFESTS))
+def test_the_agent_view_offers_the_prompts_the_bot_understands(mode: str) -> None:
+    agent_view = load(MANIFESTS[mode])["features"]["agent_view"]
+    assert "assistant_view" not in load(MANIFESTS[mode])["features"]  # new apps: agent_view only
+    assert 0 < len(agent_view["agent_description"]) <= 300  # Slack's limit
+    offered = [(p["title"], p["message"]) for p in agent_view["suggested_prompts"]]
+    assert offered == [(p.title, p.message) for p in SUGGESTED_PROMPTS]

@@ -1,4 +1,5 @@
-"""Events: replies in a wizard's thread (`message`) and the App Home tab (`app_home_opened`)."""
+"""Events: replies in a wizard's thread and new messages in the app's DM, which begin a
+conversation in the agent view (`message`), and the App Home tab (`app_home_opened`)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,17 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
                 handle = services.replies.handle
                 guarded(lambda: handle(client, incoming), incoming.key, services.turns.notify_error)
 
+        opened = agent_view_message(event, body, context)
+        if opened is not None:  # a new conversation in the app's DM (the agent view)
+            key, user, text = opened
+            delivery = text_at(body, "event_id") or text_at(event, "client_msg_id")
+
+            def open_conversation() -> None:
+                if services.records.first_delivery(delivery):  # Slack retries: opened once
+                    services.agent_view.open(client, key, user, text)
+
+            after_ack.submit(context, "event", open_conversation, key=key)
+            return
         limit = services.max_upload_bytes
         if event_files(event):  # downloading them is I/O: after the ack, with the rest
             message_incoming(event, body, client, context, limit, download=False)  # well formed
@@ -125,6 +137,24 @@ def message_incoming(
     delivery = text_at(body, "event_id") or text_at(event, "client_msg_id")
     reply = Reply(text=as_typed(text), attachments=tuple(attachments))
     return Incoming(key, user, reply, delivery)
+
+
+def agent_view_message(
+    event: Mapping[str, Any], body: Mapping[str, Any], context: BoltContext
+) -> tuple[SessionKey, str, str] | None:
+    """A person's new message in the app's DM, not in a thread (the agent view's way to begin a
+    conversation): the thread it heads, its author and its text as typed; None for anything
+    else (a thread reply, an edit, the bot's own message, a file without words)."""
+    if optional_text(event, "channel_type") != "im" or optional_text(event, "thread_ts"):
+        return None
+    if optional_text(event, "subtype") or value_at(event, "bot_id"):
+        return None
+    channel, user, ts = (optional_text(event, name) for name in ("channel", "user", "ts"))
+    text = as_typed(without_mention_of(context.bot_user_id, optional_text(event, "text")))
+    if not (channel and user and ts and text.strip()):
+        return None
+    team = context.team_id or text_at(body, "team_id") or text_at(event, "team") or ""
+    return SessionKey(team, channel, ts), user, text
 
 
 def event_files(event: Mapping[str, Any]) -> list[Mapping[str, Any]]:
