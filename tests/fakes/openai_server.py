@@ -10,10 +10,15 @@ reference, `x-request-id`, `retry-after` on 429), refuses requests OpenAI refuse
 a malformed body, `max_tokens` below 1, a strict json_schema whose objects, at any depth, do not
 require every property or allow others, or whose arrays give no `items`) with OpenAI's 400/401
 bodies, records every request, and replies from a script: content,
-a status, or a hang until the server stops (a timeout, with no clock in the test). For a
-benchmark: `latency_s` before each reply, and `otherwise` once the script is used up. A slow
-model without a clock: `gate`, an event every request waits for once recorded (`in_flight` and
-`most_in_flight` count the requests being answered at once).
+tool calls, a status, or a hang until the server stops (a timeout, with no clock in the test).
+A reply longer than the request's `max_tokens` / `max_completion_tokens` is cut there, with
+`finish_reason` "length", as OpenAI does; every reply carries `usage`. Conversations with tools
+must be shaped as OpenAI requires (an assistant message's `tool_calls`, each answered by a `tool`
+message naming its id). `reply_for` picks a reply from the request itself (a judge's request
+and an agent's, interleaved), before the script. For a benchmark: `latency_s` before each
+reply, and `otherwise` once the script is used up. A slow model without a clock: `gate`, an
+event every request waits for once recorded (`in_flight` and `most_in_flight` count the
+requests being answered at once).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import json
 import re
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -34,6 +40,14 @@ SCHEMA_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One function call in a scripted reply: its name and its arguments as JSON text."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Scripted:
     """One scripted reply of the fake model."""
 
@@ -41,10 +55,21 @@ class Scripted:
     status: int = 200
     hang: bool = False
     completion_tokens: int = 20
+    tool_calls: tuple[ToolCall, ...] = ()
 
     @classmethod
     def text(cls, content: str) -> Scripted:
         return cls(content=content)
+
+    @classmethod
+    def words(cls, word: str, count: int) -> Scripted:
+        """`count` times `word`, a token each: cut at a lower `max_tokens`."""
+        return cls(content=" ".join([word] * count), completion_tokens=count)
+
+    @classmethod
+    def calls(cls, *calls: tuple[str, dict[str, Any]]) -> Scripted:
+        """Function calls, each a (name, arguments) pair, with no text."""
+        return cls(tool_calls=tuple(ToolCall(name, json.dumps(args)) for name, args in calls))
 
     @classmethod
     def json(cls, value: Any) -> Scripted:
@@ -71,6 +96,8 @@ class FakeOpenAI:
     """How long the model thinks before each reply (a real one: seconds)."""
     otherwise: Scripted | None = None
     """The reply once the script is used up (None: a 500, counted as refused)."""
+    reply_for: Callable[[JsonObject], Scripted | None] | None = None
+    """Picks the reply from the request (None: the script's next, or `otherwise`)."""
     gate: threading.Event | None = None
     """When set to an event, every request waits for it (or the server's stop) before its reply."""
     in_flight: int = 0
@@ -152,7 +179,9 @@ class FakeOpenAI:
             return self._error(handler, 400, "invalid_request_error", problem)
         with self._lock:
             self.requests.append(body)
-            scripted = self._script.popleft() if self._script else self.otherwise
+            scripted = self.reply_for(body) if self.reply_for is not None else None
+            if scripted is None:
+                scripted = self._script.popleft() if self._script else self.otherwise
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
@@ -187,6 +216,17 @@ class FakeOpenAI:
         if scripted.status != 200:
             return self._error(handler, scripted.status, "server_error", "The server had an error.")
         prompt_tokens = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4
+        content, completion_tokens, finish_reason = _within_limit(body, scripted)
+        message: JsonObject = {"role": "assistant", "content": content, "refusal": None}
+        if scripted.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_fake{next(self._ids)}",
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in scripted.tool_calls
+            ]
         reply = {
             "id": f"chatcmpl-fake{next(self._ids)}",
             "object": "chat.completion",
@@ -195,15 +235,15 @@ class FakeOpenAI:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": scripted.content, "refusal": None},
+                    "message": message,
                     "logprobs": None,
-                    "finish_reason": "stop",
+                    "finish_reason": finish_reason,
                 }
             ],
             "usage": {
                 "prompt_tokens": prompt_tokens,
-                "completion_tokens": scripted.completion_tokens,
-                "total_tokens": prompt_tokens + scripted.completion_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
             },
             "system_fingerprint": None,
         }
@@ -239,6 +279,95 @@ def _send(
     handler.wfile.write(data)
 
 
+def _within_limit(body: JsonObject, scripted: Scripted) -> tuple[str | None, int, str]:
+    """The reply's content, completion tokens and finish reason under the request's token limit.
+    The fake counts a word of the content as a token: content of more words than the limit is
+    cut to its first `limit` words, `limit` tokens, finish_reason "length"."""
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    finish = "tool_calls" if scripted.tool_calls else "stop"
+    words = (scripted.content or "").split(" ")
+    if not isinstance(limit, int) or scripted.content is None or len(words) <= limit:
+        return scripted.content, scripted.completion_tokens, finish
+    return " ".join(words[:limit]), limit, "length"
+
+
+def _message_problem(messages: list[Any]) -> str | None:
+    """Why OpenAI would refuse these messages: roles, contents, and tool results that answer no
+    call of the assistant message before them."""
+    open_calls: set[str] = set()
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in (
+            "system",
+            "developer",
+            "user",
+            "assistant",
+            "tool",
+        ):
+            return f"Invalid value for 'messages[{index}].role'."
+        content = message.get("content")
+        role = message["role"]
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls:
+            if not isinstance(calls, list) or not all(_is_tool_call(c) for c in calls):
+                return f"Invalid 'messages[{index}].tool_calls'."
+            if content is not None and not isinstance(content, str):
+                return f"Invalid type for 'messages[{index}].content'."
+            open_calls = {c["id"] for c in calls}
+            continue
+        if not isinstance(content, str) and not _is_text_parts(content):
+            return f"Invalid type for 'messages[{index}].content'."
+        if role == "tool":
+            if message.get("tool_call_id") not in open_calls:
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'."
+                )
+            open_calls.discard(message["tool_call_id"])
+        elif open_calls:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(sorted(open_calls))}"
+            )
+    return None
+
+
+def _is_tool_call(call: Any) -> bool:
+    return (
+        isinstance(call, dict)
+        and isinstance(call.get("id"), str)
+        and call.get("type") == "function"
+        and isinstance(call.get("function"), dict)
+        and isinstance(call["function"].get("name"), str)
+        and isinstance(call["function"].get("arguments"), str)
+    )
+
+
+def _is_text_parts(content: Any) -> bool:
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(
+            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            for p in content
+        )
+    )
+
+
+def _tools_problem(tools: Any) -> str | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list) or not tools:
+        return "Invalid 'tools': empty array. Expected an array with minimum length 1."
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if tool.get("type") != "function" or not isinstance(function, dict):
+            return f"Invalid value for 'tools[{index}].type'."
+        if not SCHEMA_NAME.match(str(function.get("name", ""))):
+            return f"Invalid 'tools[{index}].function.name'."
+    return None
+
+
 def _request_problem(body: Any) -> str | None:
     """Why OpenAI would refuse this request body, or None."""
     if not isinstance(body, dict):
@@ -248,21 +377,15 @@ def _request_problem(body: Any) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "'messages' must be a non-empty array"
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in (
-            "system",
-            "developer",
-            "user",
-            "assistant",
+    problem = _message_problem(messages) or _tools_problem(body.get("tools"))
+    if problem:
+        return problem
+    for name in ("max_tokens", "max_completion_tokens"):
+        limit = body.get(name)
+        if limit is not None and (
+            not isinstance(limit, int) or isinstance(limit, bool) or limit < 1
         ):
-            return f"Invalid value for 'messages[{index}].role'."
-        if not isinstance(message.get("content"), str):
-            return f"Invalid type for 'messages[{index}].content'."
-    max_tokens = body.get("max_tokens")
-    if max_tokens is not None and (
-        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
-    ):
-        return "Invalid 'max_tokens': integer below minimum value. Expected a value >= 1."
+            return f"Invalid '{name}': integer below minimum value. Expected a value >= 1."
     response_format = body.get("response_format")
     if response_format is not None:
         if response_format.get("type") != "json_schema":
