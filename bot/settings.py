@@ -16,6 +16,7 @@ from pydantic_settings import SettingsConfigDict
 
 from assistant import AssistantSettings, load_assistant_settings
 from bot.workspaces.token_keys import TokenKeySettings
+from checks.preflight.endpoint import base_url_problem
 from config.from_environment import SettingsError, load_from_environment
 
 MAX_WORKERS = 16
@@ -235,6 +236,17 @@ class BotSettings(TokenKeySettings):
     @classmethod
     def _approval_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("artbot_preflight_base_url")
+    @classmethod
+    def _preflight_url_shape(cls, value: str | None) -> str | None:
+        # Refused at start, not when someone presses Preflight; the URL itself is never echoed.
+        if value is None or value == "":
+            return None
+        problem = base_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("artbot_runner_url")
     @classmethod

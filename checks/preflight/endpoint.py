@@ -5,10 +5,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 BASE_URL_VARIABLE = "ARTBOT_PREFLIGHT_BASE_URL"
 MODEL_VARIABLE = "ARTBOT_PREFLIGHT_MODEL"
 KEY_VARIABLE = "ARTBOT_PREFLIGHT_API_KEY"
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why `url` cannot be a preflight endpoint's base URL, or None. Never quotes the URL, which
+    may carry a password."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises on a port that is not a number in range
+    except ValueError:
+        return "must be an http(s) URL such as https://HOST/v1 (its port is not a number)"
+    if parts.scheme not in ("http", "https"):
+        return "must be an http(s) URL such as https://HOST/v1"
+    if not parts.hostname:
+        return "must name a host, as in https://HOST/v1"
+    if port == 0:
+        return "its port must be between 1 and 65535"
+    if parts.query or parts.fragment:
+        return "must be a base URL, without ?query or #fragment (the API paths follow it)"
+    if any(c.isspace() for c in url):
+        return "must not contain spaces"
+    return None
 
 
 @dataclass(frozen=True)
