@@ -16,9 +16,11 @@ DESCRIPTION = (
     "step's groups, with its own rollouts per group) against a real OpenAI-compatible model, in "
     "the dry run's sandbox with its stand-in trainer (nothing is trained). The sandbox reaches "
     "nothing but that endpoint, through a forwarder that holds the key; tokens are capped. "
-    "Exits 0 when the reward varies within groups, 1 on problems (zero variance in every group, "
-    "every rollout raised, the script failed), 4 when it proves nothing (endpoint down, spend "
-    "cap or timeout before any group finished), 2 on misuse."
+    "RULER's judge is asked at the same endpoint (as --judge-model). Exits 0 when the reward "
+    "varies within groups, 1 on problems (zero variance in every group, every rollout raised, a "
+    "function of the script raised on every call, a judge reply RULER could not read, the "
+    "script failed), 4 when it proves nothing (endpoint down, spend cap or timeout before any "
+    "group finished), 2 on misuse."
 )
 
 
@@ -32,6 +34,12 @@ def add_preflight_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="VAR",
         help="the environment variable holding the endpoint's API key (none sent without it)",
+    )
+    parser.add_argument(
+        "--judge-model",
+        default=None,
+        metavar="NAME",
+        help="the model the same endpoint is asked for RULER's judge calls [--model]",
     )
     parser.add_argument(
         "--groups", type=int, default=2, metavar="N", help="scenarios (groups) to run [2]"
@@ -71,6 +79,7 @@ def run_preflight_command(args: argparse.Namespace) -> int:
             args.preflight_script,
             base_url=args.base_url,
             model=args.model,
+            judge_model=args.judge_model,
             api_key=api_key,
             groups=args.groups,
             max_tokens_total=args.max_tokens_total,

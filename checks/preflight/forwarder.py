@@ -3,7 +3,10 @@
 It forwards chat completions to exactly one endpoint (the operator's base URL, whatever the
 request says), as the configured model, with the API key that only it holds; it counts the
 tokens the endpoint reports in `usage` and refuses every request once the spend cap is reached.
-It also receives the groups the child gathered (checks.preflight.child).
+RULER's judge calls come the same way (litellm in the sandbox talks to the relay too): they go to
+the same endpoint, as `judge_model` when one is given, and each reply is read as RULER would read
+it (checks.preflight.judge), counting the malformed ones. It also receives the groups the child
+gathered (checks.preflight.child).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any, Self
 
 import httpx
 
+from checks.preflight import judge
 from checks.preflight.wire import COMPLETIONS_PATH, GROUPS_PATH, SPEND_CAP_CODE
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -40,6 +44,10 @@ class Spend:
     refused_by_cap: int = 0
     endpoint_errors: list[str] = field(default_factory=list)
     groups: list[dict[str, Any]] | None = None  # the child's first gather, when it came
+    gather: dict[str, Any] = field(default_factory=dict)  # what else the child said of it
+    judge_requests: int = 0  # RULER judge calls answered by the endpoint
+    judge_scores: list[float] = field(default_factory=list)
+    judge_malformed: list[str] = field(default_factory=list)  # why, and an excerpt, each
 
     @property
     def tokens(self) -> int:
@@ -62,10 +70,12 @@ class EndpointForwarder:
         api_key: str | None,
         max_tokens_total: int,
         request_timeout_s: float = 300.0,
+        judge_model: str | None = None,
     ) -> None:
         self.socket_path = socket_path
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model = model
+        self._judge_model = judge_model or model
         self._api_key = api_key
         self._cap = max_tokens_total
         self._lock = threading.Lock()
@@ -120,7 +130,8 @@ class EndpointForwarder:
                 )
             self.spend.requests += 1
         body = {k: v for k, v in request.items() if k not in DROPPED_OPTIONS}
-        body["model"] = self._model
+        judged = judge.judged_ids(body)
+        body["model"] = self._judge_model if judged else self._model
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         try:
             response = self._client.post(self._url, json=body, headers=headers)
@@ -149,12 +160,25 @@ class EndpointForwarder:
                 for choice in payload.get("choices") or []
                 if isinstance(choice, dict) and choice.get("finish_reason") == "length"
             )
+        if judged:
+            self._judge_replied(judged, payload)
         return 200, payload
+
+    def _judge_replied(self, ids: list[str], payload: dict[str, Any]) -> None:
+        scores, problem = judge.read_verdict(ids, payload)
+        with self._lock:
+            self.spend.judge_requests += 1
+            self.spend.judge_scores += scores
+            if problem is not None:
+                said = self.redact(f"{problem}; the reply began: {judge.excerpt(payload)}")
+                self.spend.judge_malformed.append(said)
 
     def groups_gathered(self, payload: Any) -> None:
         groups = payload.get("groups") if isinstance(payload, dict) else None
         with self._lock:
             self.spend.groups = [g for g in groups if isinstance(g, dict)] if groups else []
+            if isinstance(payload, dict):
+                self.spend.gather = {k: v for k, v in payload.items() if k != "groups"}
 
 
 def _error(status: int, message: str, code: str | None = None) -> tuple[int, dict[str, Any]]:

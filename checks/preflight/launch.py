@@ -13,8 +13,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from checks.dryrun.launch import dryrun_script
+from checks.preflight.endpoint import base_url_problem
 from checks.preflight.forwarder import EndpointForwarder
-from checks.preflight.report import GroupResult, PreflightReport
+from checks.preflight.report import FunctionErrors, GroupResult, PreflightReport
 from checks.preflight.wire import GROUPS_ENV, SOCKET_ENV
 from isolation.sandbox import Sandbox
 
@@ -32,10 +33,13 @@ def display_url(url: str) -> str:
 
 
 def endpoint_address(url: str) -> tuple[str, int]:
-    """The host and port of an http(s) base URL (ValueError when it is not one)."""
+    """The host and port of an http(s) base URL (ValueError when it is not one, as the bot's
+    settings check ARTBOT_PREFLIGHT_BASE_URL: checks.preflight.endpoint.base_url_problem)."""
+    problem = base_url_problem(url)
+    if problem is not None:
+        raise ValueError(f"--base-url {problem}")
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--base-url must be an http(s) URL, not {display_url(url)!r}")
+    assert parts.hostname is not None
     return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
 
 
@@ -51,6 +55,11 @@ def unreachable(url: str) -> str | None:
 
 def script_base_model(script: Path) -> str | None:
     """The script's BASE_MODEL constant, if it has one."""
+    return script_constant(script, "BASE_MODEL")
+
+
+def script_constant(script: Path, name: str) -> str | None:
+    """The string the script assigns to `name` at module level, if it does."""
     try:
         module = ast.parse(script.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, RecursionError):
@@ -58,7 +67,7 @@ def script_base_model(script: Path) -> str | None:
     for node in module.body:
         if (
             isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "BASE_MODEL" for t in node.targets)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
             and isinstance(node.value, ast.Constant)
             and isinstance(node.value.value, str)
         ):
@@ -77,10 +86,12 @@ def preflight_script(
     timeout_s: float = 300.0,
     script_args: Sequence[str] = (),
     sandbox: Sandbox | None = None,
+    judge_model: str | None = None,
 ) -> PreflightReport:
     """Run the script's rollouts and reward for `groups` scenarios of its first step against the
     model `model` at `base_url` (sent `api_key`, which never enters the sandbox), in the dry run's
-    sandbox with the stand-in trainer; stop after that step's groups are gathered."""
+    sandbox with the stand-in trainer; stop after that step's groups are gathered. RULER's judge
+    calls go to the same endpoint, asking for `judge_model` (default: `model`)."""
     script = path.resolve()
     if not script.is_file():
         raise FileNotFoundError(f"no such script: {path}")
@@ -93,6 +104,8 @@ def preflight_script(
         endpoint=display_url(base_url),
         base_model=script_base_model(script),
         max_tokens_total=max_tokens_total,
+        judge_model=judge_model or model,
+        script_judge_model=script_constant(script, "JUDGE_MODEL"),
     )
     started = time.monotonic()
     down = unreachable(base_url)
@@ -108,6 +121,7 @@ def preflight_script(
             api_key=api_key,
             max_tokens_total=max_tokens_total,
             request_timeout_s=timeout_s,
+            judge_model=judge_model,
         ) as forwarder:
             run = dryrun_script(
                 script,
@@ -122,6 +136,15 @@ def preflight_script(
             return dataclasses.replace(
                 report,
                 groups=tuple(GroupResult.from_json(g) for g in spend.groups or []),
+                groups_asked=_count(spend.gather.get("asked")),
+                functions=tuple(
+                    FunctionErrors.from_json(f)
+                    for f in spend.gather.get("functions") or []
+                    if isinstance(f, dict)
+                ),
+                judge_requests=spend.judge_requests,
+                judge_scores=tuple(spend.judge_scores),
+                judge_malformed=tuple(spend.judge_malformed),
                 prompt_tokens=spend.prompt_tokens,
                 completion_tokens=spend.completion_tokens,
                 requests=spend.requests,
@@ -140,3 +163,7 @@ def preflight_script(
             )
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -21,6 +21,7 @@ SPEND_CAP_CODE = "artbot_spend_cap"
 # The fields the relay adds to each choice it returns, read back from the gathered trajectories.
 USAGE_FIELD = "artbot_completion_tokens"
 FINISHED_FIELD = "artbot_finished_at"
+REQUESTED_FIELD = "artbot_requested_at"
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
