@@ -39,6 +39,7 @@ class EventType(StrEnum):
     rollouts = "rollouts"  # the best and the worst validation rollout of a step
     warning = "warning"
     stalled = "stalled"  # quiet for a while (runner.progress.stall): once per stall
+    waiting = "waiting"  # queued: GPU memory held by others (runner.jobs.gpu_fit), once per holders
     failed = "failed"
     succeeded = "succeeded"
     cancelled = "cancelled"
@@ -57,6 +58,7 @@ class FailureKind(StrEnum):
     preflight = "preflight"
     timeout = "timeout"
     memory_limit = "memory_limit"  # over the runner's per-job host memory limit
+    gpu_too_small = "gpu_too_small"  # the base model cannot fit any GPU slot, even empty
     engine_died = "engine_died"  # vLLM's engine process died under the script: transient
     gpu_error = "gpu_error"  # a CUDA or NCCL error that is not an OOM: transient
     unknown = "unknown"
@@ -125,6 +127,11 @@ class Job(BaseModel):
     exit_code: int | None = None
     gpus: list[int] = Field(default_factory=list)
     queue_position: int | None = None
+    waiting_for: str | None = Field(
+        default=None,
+        description="why a queued job has not started yet: a free GPU slot, or GPU memory other "
+        "processes hold (each named: pid, name, MiB, runner job)",
+    )
     failure: Failure | None = None
     last_event_seq: int = 0
     cancel_requested_at: datetime | None = Field(
@@ -151,6 +158,7 @@ class JobEvent(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
     """step: {step, train/reward, ...metrics}; validation: {step, val/reward}; checkpoint: {step};
     rollouts: ValidationRollouts; warning: {message}; failed: Failure;
+    waiting: {reason, holders: [{gpu, pid, name, used_mib, job_id}], wait_s};
     succeeded: {model, inference_url, step}"""
 
 

@@ -84,7 +84,7 @@ class RunnerSettings(BaseSettings):
         default=None,
         description=(
             'GPU slots, e.g. "0,1" (or "0+1,2+3" for two GPUs a job); '
-            'unset: one per GPU nvidia-smi lists; "none": no GPUs'
+            'unset: one per GPU the host has (NVML or nvidia-smi); "none": no GPUs'
         ),
     )
     command: str = Field(
@@ -189,7 +189,22 @@ class RunnerSettings(BaseSettings):
         allow_inf_nan=False,
         description="how often a running job's files are read",
     )
-    nvidia_smi: str = Field(default="nvidia-smi", description="the nvidia-smi command")
+    nvidia_smi: str = Field(
+        default="nvidia-smi", description="the nvidia-smi command, used where NVML is not"
+    )
+    nvml: bool = Field(
+        default=True,
+        description="read the GPUs through NVML (nvidia-ml-py) where its library loads; "
+        "false: nvidia-smi only",
+    )
+    gpu_wait_s: float = Field(
+        default=1800.0,
+        ge=0,
+        le=7 * 24 * 3600.0,
+        allow_inf_nan=False,
+        description="a LocalBackend job that would fit its GPU but finds the memory held by "
+        "other processes stays queued this long, then fails (stale_gpu_memory)",
+    )
     retention_days: float | None = Field(
         default=30.0,
         gt=0,

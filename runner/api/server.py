@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from isolation.inspection import forbid_inspection
 from isolation.log_filters import filter_log_handlers
 from runner.api import create_app, wrap
-from runner.jobs.gpu import GpuProbe
+from runner.jobs.gpu import GpuProbe, system_nvml
 from runner.jobs.local.job_process import JobProcess
 from runner.jobs.ray.job_api import RayUnavailable
 from runner.jobs.service import JobService
@@ -60,7 +60,7 @@ def build_service(
         return JobService(
             settings,
             store,
-            gpu_probe=GpuProbe(settings.nvidia_smi),
+            gpu_probe=GpuProbe(settings.nvidia_smi, nvml=system_nvml() if settings.nvml else None),
             environ=environ,
             after_launch=after_launch,
             on_stop=lock.release,

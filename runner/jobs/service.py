@@ -25,7 +25,8 @@ from runner.errors import (
     RunsAsRoot,
 )
 from runner.jobs.executors import JobExecutor, ray_executor
-from runner.jobs.gpu import GpuProbe, default_slots
+from runner.jobs.gpu import GpuProbe, default_slots, system_nvml
+from runner.jobs.gpu_fit import GpuGate
 from runner.jobs.job_folder import runner_dir
 from runner.jobs.local.executor import LocalExecutor
 from runner.jobs.local.job_process import JobProcess, passed_env_names
@@ -85,7 +86,9 @@ class JobService:
         self.wakeups = EventWakeups()
         self.workdir = settings.resolved_workdir
         self._passed_env = passed_env_names(settings.secret_names)
-        self._probe = gpu_probe or GpuProbe(settings.nvidia_smi)
+        self._probe = gpu_probe or GpuProbe(
+            settings.nvidia_smi, nvml=system_nvml() if settings.nvml else None
+        )
         configured = settings.slots
         self.slots = SlotPool(
             configured if configured is not None else default_slots(self._probe.snapshot())
@@ -107,6 +110,7 @@ class JobService:
             after_launch,
         )
         self.executor: JobExecutor
+        self.gpu_gate: GpuGate | None = None
         if settings.executor == "ray":
             # Ray places jobs on its nodes' GPUs: the queue here holds no GPU slots.
             self.slots = SlotPool([])
@@ -117,7 +121,10 @@ class JobService:
             self.executor = LocalExecutor(
                 settings, self.workdir, self._recorder, launcher, self.slots, self._job_ended
             )
-        self._scheduler = Scheduler(store, self.slots, start=self.executor.spawn)
+            self.gpu_gate = GpuGate(self._probe, self._recorder, settings.gpu_wait_s)
+        self._scheduler = Scheduler(
+            store, self.slots, start=self.executor.spawn, gate=self.gpu_gate
+        )
         self.serving = ServingJobs(
             settings, self.workdir, self._recorder, self.slots, source_env, self._job_ended
         )
@@ -202,7 +209,7 @@ class JobService:
             else []
         )
         return JobsPage(
-            jobs=[job.to_job(_position(job, queued)) for job in shown],
+            jobs=[self._waiting(job.to_job(_position(job, queued))) for job in shown],
             next_before=shown[-1].id if len(rows) > limit else None,
         )
 
@@ -305,7 +312,15 @@ class JobService:
 
     def _view(self, job: JobRow) -> Job:
         """The stored job as the API shows it (with its place in the queue)."""
-        return job.to_job(self._queue_position(job) if job.state is JobState.queued else None)
+        return self._waiting(
+            job.to_job(self._queue_position(job) if job.state is JobState.queued else None)
+        )
+
+    def _waiting(self, job: Job) -> Job:
+        """With what a queued job waits for, when the GPU gate knows."""
+        if job.state is not JobState.queued or self.gpu_gate is None:
+            return job
+        return job.model_copy(update={"waiting_for": self.gpu_gate.waiting_for(job.id)})
 
     def _queue_position(self, job: JobRow) -> int:
         position = _position(job, self.store.in_states([JobState.queued]))

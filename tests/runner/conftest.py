@@ -115,7 +115,8 @@ def runner_env(root: Path, **overrides: str) -> dict[str, str]:
         "ARTBOT_RUNNER_POLL_INTERVAL_S": "0.05",
         "ARTBOT_RUNNER_LOG_MAX_BYTES": str(1024 * 1024),
         "ARTBOT_RUNNER_JOB_SECRETS": "OPENAI_API_KEY,WANDB_API_KEY",
-        # Never a real nvidia-smi in tests, even on a GPU machine.
+        # Never a real GPU in tests, even on a GPU machine: no NVML, no real nvidia-smi.
+        "ARTBOT_RUNNER_NVML": "false",
         "ARTBOT_RUNNER_NVIDIA_SMI": str(root / "no-nvidia-smi"),
         # The tests' jobs run as the test's user, root in CI's containers: said, not assumed.
         "ARTBOT_RUNNER_ALLOW_ROOT_JOBS": "true",

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from runner.jobs.failures import FailureContext, classify_failure, last_traceback
@@ -616,59 +613,6 @@ def test_preflight_when_the_command_is_not_installed(make_runner: RunnerFactory)
     failure = _failure(runner, runner.submit("train_ok.py"))
     assert failure.kind is FailureKind.preflight
     assert "surely-not-a-command-uv" in failure.summary
-
-
-def _fake_nvidia_smi(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    gpus: list[list[object]],
-    apps: list[list[object]],
-) -> str:
-    state = tmp_path / "nvidia-smi.json"
-    state.write_text(json.dumps({"gpus": gpus, "apps": apps}))
-    monkeypatch.setenv("FAKE_NVIDIA_SMI_STATE", str(state))
-    return str(SCRIPTS / "fake_nvidia_smi.py")
-
-
-def test_preflight_finds_gpu_memory_held_by_stale_processes(
-    make_runner: RunnerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    smi = _fake_nvidia_smi(
-        tmp_path,
-        monkeypatch,
-        gpus=[
-            [0, "GPU-aaa", "NVIDIA H100", 81559, 61000, 20559, 0],
-            [1, "GPU-bbb", "NVIDIA H100", 81559, 0, 81559, 0],
-        ],
-        apps=[["GPU-aaa", 4242, "python3 -m vllm.entrypoints", 60000]],
-    )
-    runner = make_runner(nvidia_smi=smi, gpu_slots="0")
-    failure = _failure(runner, runner.submit("train_ok.py"))
-    assert failure.kind is FailureKind.stale_gpu_memory
-    assert "pid 4242" in failure.summary and "kill 4242" in failure.fix
-    health = runner.client.health()
-    assert [g["index"] for g in health.gpus] == [0, 1]
-    assert health.gpus[0]["processes"][0]["pid"] == 4242
-
-
-def test_preflight_checks_free_gpu_memory_against_what_the_script_asks(
-    make_runner: RunnerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    smi = _fake_nvidia_smi(
-        tmp_path,
-        monkeypatch,
-        gpus=[
-            [0, "GPU-aaa", "NVIDIA H100", 81559, 40000, 41559, 0],
-            [1, "GPU-bbb", "NVIDIA H100", 81559, 0, 81559, 0],
-        ],
-        apps=[],
-    )
-    runner = make_runner(nvidia_smi=smi, gpu_slots="0,1")
-    low = _failure(runner, runner.submit("gate.py", args=["--gpu-memory-utilization", "0.7"]))
-    assert low.kind is FailureKind.preflight
-    assert "GPU 0 has 41559 MiB free" in low.summary
-    job_id = runner.submit("train_ok.py", args=["--gpu-memory-utilization=0.3"])
-    assert runner.follow(job_id)[-1].type is EventType.succeeded
 
 
 def test_long_messages_are_clipped_to_the_schema() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner.jobs.failures import make_failure, stale_gpu_failure
+from runner.jobs.failures import make_failure
 from runner.jobs.gpu import GpuInfo
 from runner.jobs.local import supervisor as supervise
 from runner.jobs.local.job_user import JobUser
@@ -68,8 +67,6 @@ ALLOWED_ENV = (
     "no_proxy",
 )
 ART_PATH_FLAG = "--art-path"
-_GPU_MEMORY_FLAG = "--gpu-memory-utilization"
-_GPU_MEMORY_CONSTANT = re.compile(r"^GPU_MEMORY_UTILIZATION\s*=\s*([0-9.]+)\s*$", re.M)
 
 
 RUNNER_SET_ENV = ("CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "PYTHONUNBUFFERED")
@@ -117,23 +114,6 @@ def script_args(script: str, run_dir: Path, args: Sequence[str]) -> list[str]:
     return given
 
 
-def gpu_memory_fraction(script: str, args: Sequence[str]) -> float | None:
-    """The share of GPU memory the script asks vLLM for (its flag, else its constant), if known."""
-    for index, arg in enumerate(args):
-        value = None
-        if arg == _GPU_MEMORY_FLAG and index + 1 < len(args):
-            value = args[index + 1]
-        elif arg.startswith(_GPU_MEMORY_FLAG + "="):
-            value = arg.split("=", 1)[1]
-        if value is not None:
-            try:
-                return float(value)
-            except ValueError:
-                return None
-    match = _GPU_MEMORY_CONSTANT.search(script)
-    return float(match.group(1)) if match else None
-
-
 def supervisor_argv(
     runner_dir: Path,
     run_dir: Path,
@@ -174,7 +154,7 @@ class PreflightInput:
     gpus: Sequence[int] | None
     snapshot: Sequence[GpuInfo]
     nvidia_smi_present: bool
-    memory_fraction: float | None
+    """Whether the GPUs can be read (NVML or nvidia-smi)."""
 
 
 def runs_as_root(refusal: str) -> Failure:
@@ -187,7 +167,7 @@ def runs_as_root(refusal: str) -> Failure:
 
 
 def preflight(check: PreflightInput) -> Failure | None:
-    """Why the job cannot start, or None: variables, the command, a GPU, its free memory."""
+    """Why the job cannot start, or None: variables, the command, a GPU that is there."""
     missing = [name for name in check.required_env if not check.env.get(name)]
     if missing:
         listed = ", ".join(missing)
@@ -227,32 +207,11 @@ def preflight(check: PreflightInput) -> Failure | None:
         return make_failure(
             kind=FailureKind.preflight,
             summary=(
-                f"nvidia-smi does not list GPU {absent[0]}, which the runner assigned to the job."
+                f"The host does not list GPU {absent[0]}, which the runner assigned to the job."
             ),
             fix="Check ARTBOT_RUNNER_GPU_SLOTS against `nvidia-smi -L` on the runner host.",
         )
-    stale = stale_gpu_failure(check.snapshot, check.gpus)
-    if stale is not None:
-        return stale
-    if check.memory_fraction:
-        for index in check.gpus:
-            gpu = by_index[index]
-            need = gpu.memory_total_mib * check.memory_fraction
-            if gpu.memory_free_mib < need:
-                return make_failure(
-                    kind=FailureKind.preflight,
-                    summary=(
-                        f"GPU {index} has {gpu.memory_free_mib} MiB free "
-                        f"of {gpu.memory_total_mib} MiB; "
-                        f"the script asks vLLM for {check.memory_fraction:.0%} ({need:.0f} MiB)."
-                    ),
-                    fix=(
-                        "Free the GPU (see `nvidia-smi`), or lower --gpu-memory-utilization, "
-                        "then run the job again."
-                    ),
-                    fix_action=None,
-                )
-    return None
+    return None  # free memory and who holds it: checked before it left the queue (GpuGate)
 
 
 # ---- the process ------------------------------------------------------------------------------

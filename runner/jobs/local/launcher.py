@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Launched:
-    """A job's supervisor, started, and nvidia-smi as it was just before."""
+    """A job's supervisor, started, and its GPUs as they were just before."""
 
     process: JobProcess
     snapshot: list[GpuInfo]
@@ -105,7 +105,8 @@ class JobLauncher:
         return self._probe.available and job.backend == "local"
 
     def _gpu_snapshot(self, job: JobRow, folder: JobFolder) -> list[GpuInfo]:
-        """nvidia-smi now, kept in the folder: the failure classifier compares with it later."""
+        """The GPUs now (NVML or nvidia-smi), kept in the folder: the failure classifier compares
+        with it later."""
         snapshot = self._probe.snapshot(fresh=True) if self._uses_nvidia_smi(job) else []
         folder.save_gpu_snapshot(snapshot)
         return snapshot
@@ -119,7 +120,6 @@ class JobLauncher:
             gpus=self._gpus(job),
             snapshot=snapshot,
             nvidia_smi_present=self._uses_nvidia_smi(job),
-            memory_fraction=executor.gpu_memory_fraction(job.script, job.args),
         )
 
     def _start_supervisor(self, job: JobRow, plan: _Plan) -> JobProcess:
