@@ -16,13 +16,8 @@ import pynvml
 import pytest
 
 from runner.jobs.gpu import GpuInfo, GpuProbe, GpuProcess, NvmlLibrary
-from runner.jobs.gpu_fit import (
-    KV_CACHE_MIN_MIB,
-    GpuNeeds,
-    assess_slot,
-    model_params_billion,
-    script_needs,
-)
+from runner.jobs.gpu_fit import assess_slot
+from runner.jobs.gpu_needs import KV_CACHE_MIN_MIB, GpuNeeds, model_params_billion, script_needs
 from runner.schemas import EventType, Failure, FailureKind, JobState
 from tests.runner.conftest import SCRIPTS, Runner, RunnerFactory, script_text
 
