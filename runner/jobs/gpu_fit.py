@@ -23,7 +23,7 @@ from runner.jobs.gpu_needs import KV_CACHE_MIN_MIB, GpuNeeds, bytes_per_param, s
 from runner.jobs.local.processes import JOB_MARKER_ENV, PROC, read_stat
 from runner.jobs.outcome import Outcome
 from runner.records.recorder import JobRecorder
-from runner.records.store import STARTED_STATES, JobRow
+from runner.records.rows import STARTED_STATES, JobRow
 from runner.schemas import EventType, Failure, FailureKind, JobState
 
 log = logging.getLogger(__name__)

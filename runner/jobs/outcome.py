@@ -18,7 +18,7 @@ from runner.jobs.local.job_process import ExitStatus
 from runner.progress.art_records import has_checkpoints
 from runner.progress.logfile import read_excerpt, read_tail
 from runner.progress.output_lines import Completion, read_completion
-from runner.records.store import JobRow, NewEvent
+from runner.records.rows import JobRow, NewEvent
 from runner.schemas import EventType, Failure, FailureKind, JobState
 
 EXCERPT_HEAD_BYTES = 64 * 1024

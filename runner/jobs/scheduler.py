@@ -14,7 +14,8 @@ import threading
 from collections.abc import Callable, Sequence
 
 from runner.jobs.gpu_fit import GpuGate, Placement
-from runner.records.store import STARTED_STATES, JobRow, JobStore
+from runner.records.rows import STARTED_STATES, JobRow
+from runner.records.store import JobStore
 from runner.schemas import JobState
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,8 @@ from runner.records.event_wakeups import EventWakeups
 from runner.records.recorder import JobRecorder
 from runner.records.redact import Redactor
 from runner.records.retention import SWEEP_INTERVAL_S, RetentionPolicy, RetentionSweeper
-from runner.records.store import JobRow, JobStore
+from runner.records.rows import JobRow
+from runner.records.store import JobStore
 from runner.schemas import (
     EventsPage,
     EventType,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runner.records.store import NewEvent
+from runner.records.rows import NewEvent
 from runner.schemas import EventType
 from runner.settings import RunnerSettings
 

@@ -17,7 +17,7 @@ from runner.jobs.job_folder import JobFolder
 from runner.progress.art_records import ArtProgress, Seen
 from runner.progress.logfile import OutputFollower
 from runner.progress.output_lines import OutputScanner, ProgressLines
-from runner.records.store import NewEvent
+from runner.records.rows import NewEvent
 from runner.schemas import EventType, JobEvent
 
 RESCAN_EVERY_S = 1.0

@@ -11,7 +11,8 @@ from runner.jobs.local.job_process import JobProcess
 from runner.jobs.outcome import Outcome, cancelled_before_start
 from runner.records.event_wakeups import EventWakeups
 from runner.records.redact import Redactor
-from runner.records.store import STARTED_STATES, JobRow, JobStore
+from runner.records.rows import STARTED_STATES, JobRow
+from runner.records.store import JobStore
 from runner.schemas import EventType, JobEvent, JobState, JobSubmission
 
 log = logging.getLogger(__name__)

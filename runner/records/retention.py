@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from runner.records.store import JobRow, JobStore
+from runner.records.rows import JobRow
+from runner.records.store import JobStore
 
 log = logging.getLogger(__name__)
 

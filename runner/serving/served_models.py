@@ -41,7 +41,7 @@ from runner.jobs.local.supervisor import write_whole_json
 from runner.jobs.scheduler import SlotPool
 from runner.progress.art_records import checkpoint_steps, find_model_folders
 from runner.records.recorder import JobRecorder
-from runner.records.store import JobRow
+from runner.records.rows import JobRow
 from runner.schemas import EventType, JobState, Serving, ServingState
 from runner.settings import RunnerSettings
 

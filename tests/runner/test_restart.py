@@ -129,7 +129,7 @@ def test_a_stored_pid_now_used_by_another_process_is_not_mistaken_for_the_job(
     assert record is not None and record.pid is not None
     # The pid exists (this test process) but it started at another time: not the job's.
     with store._transaction() as orm:
-        from runner.records.store import JobRow
+        from runner.records.rows import JobRow
 
         row = orm.get(JobRow, job_id)
         assert row is not None

@@ -25,7 +25,7 @@ from runner.progress.logfile import read_tail
 from runner.progress.stall import STALL_TAIL_BYTES, StallWatch, stall_rule
 from runner.progress.watch import REPORTED_TYPES, JobWatch
 from runner.records.recorder import JobRecorder
-from runner.records.store import JobRow, NewEvent
+from runner.records.rows import JobRow, NewEvent
 from runner.schemas import EventType, Failure, FailureKind
 from runner.settings import RunnerSettings
 

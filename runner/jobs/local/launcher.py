@@ -15,7 +15,7 @@ from runner.jobs.local import job_process as executor
 from runner.jobs.local.job_process import JobProcess, PreflightInput, runs_as_root
 from runner.jobs.outcome import Outcome, cancelled_before_start
 from runner.records.recorder import JobRecorder
-from runner.records.store import JobRow
+from runner.records.rows import JobRow
 from runner.settings import RunnerSettings
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from runner.jobs.local.launcher import Launched
 from runner.jobs.local.processes import LEFTOVER_GRACE_S, terminate_job
 from runner.jobs.scheduler import SlotPool
 from runner.records.recorder import JobRecorder
-from runner.records.store import STARTED_STATES, JobRow
+from runner.records.rows import STARTED_STATES, JobRow
 from runner.schemas import JobState
 
 if TYPE_CHECKING:

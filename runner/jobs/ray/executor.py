@@ -40,7 +40,7 @@ from runner.progress.art_records import Seen
 from runner.progress.output_lines import OutputScanner, ProgressLines
 from runner.progress.watch import REPORTED_TYPES
 from runner.records.recorder import JobRecorder
-from runner.records.store import STARTED_STATES, JobRow, NewEvent
+from runner.records.rows import STARTED_STATES, JobRow, NewEvent
 from runner.schemas import EventType, Failure, FailureKind, JobState
 from runner.settings import RunnerSettings
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.records.store import metadata as runner_metadata
+from runner.records.rows import metadata as runner_metadata
 from storage.migrations import MigrationChain
 
 RUNNER_DATABASE = MigrationChain(
