@@ -12,7 +12,9 @@ require every property or allow others, or whose arrays give no `items`) with Op
 bodies, records every request, and replies from a script: content,
 tool calls, a status, or a hang until the server stops (a timeout, with no clock in the test).
 A reply longer than the request's `max_tokens` / `max_completion_tokens` is cut there, with
-`finish_reason` "length", as OpenAI does; every reply carries `usage`. Conversations with tools
+`finish_reason` "length", as OpenAI does; every reply carries `usage`. With `stream: true` the
+reply streams as server-sent events (a word a chunk, or the pieces of `Scripted.streamed`), with
+the usage in a last chunk when `stream_options.include_usage` asks for it. Conversations with tools
 must be shaped as OpenAI requires (an assistant message's `tool_calls`, each answered by a `tool`
 message naming its id). `reply_for` picks a reply from the request itself (a judge's request
 and an agent's, interleaved), before the script. For a benchmark: `latency_s` before each
@@ -56,6 +58,13 @@ class Scripted:
     hang: bool = False
     completion_tokens: int = 20
     tool_calls: tuple[ToolCall, ...] = ()
+    pieces: tuple[str, ...] = ()
+    """How the content streams (`stream: true`): one chunk a piece; none given, a word a chunk."""
+
+    @classmethod
+    def streamed(cls, *pieces: str) -> Scripted:
+        """Content that streams in exactly these pieces (a reply otherwise as `text`)."""
+        return cls(content="".join(pieces), pieces=pieces)
 
     @classmethod
     def text(cls, content: str) -> Scripted:
@@ -217,6 +226,15 @@ class FakeOpenAI:
             return self._error(handler, scripted.status, "server_error", "The server had an error.")
         prompt_tokens = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4
         content, completion_tokens, finish_reason = _within_limit(body, scripted)
+        if body.get("stream") is True:
+            pieces = scripted.pieces if content == scripted.content else ()
+            return self._stream(
+                handler,
+                body,
+                pieces or _words(content or ""),
+                finish_reason,
+                (prompt_tokens, completion_tokens),
+            )
         message: JsonObject = {"role": "assistant", "content": content, "refusal": None}
         if scripted.tool_calls:
             message["tool_calls"] = [
@@ -248,6 +266,57 @@ class FakeOpenAI:
             "system_fingerprint": None,
         }
         return _send(handler, 200, reply)
+
+    def _stream(
+        self,
+        handler: BaseHTTPRequestHandler,
+        body: JsonObject,
+        pieces: tuple[str, ...],
+        finish_reason: str,
+        tokens: tuple[int, int],
+    ) -> None:
+        """Server-sent events as OpenAI streams a completion: `data: {chat.completion.chunk}`
+        lines (the role first, then a content delta a piece, then the finish reason), with
+        `stream_options.include_usage` a last chunk of no choices and the usage, then
+        `data: [DONE]`. The connection closes at the end (HTTP/1.0)."""
+        ident = f"chatcmpl-fake{next(self._ids)}"
+        with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+        def chunk(choices: list[JsonObject], usage: JsonObject | None = None) -> bytes:
+            data: JsonObject = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": 1_700_000_000,
+                "model": body["model"],
+                "system_fingerprint": None,
+                "choices": choices,
+            }
+            if with_usage:
+                data["usage"] = usage
+            return f"data: {json.dumps(data)}\n\n".encode()
+
+        def delta(delta: JsonObject, finish: str | None = None) -> JsonObject:
+            return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        handler.send_header("x-request-id", "req_fake")
+        handler.end_headers()
+        handler.wfile.write(chunk([delta({"role": "assistant", "content": "", "refusal": None})]))
+        for piece in pieces:
+            handler.wfile.write(chunk([delta({"content": piece})]))
+            handler.wfile.flush()
+        handler.wfile.write(chunk([delta({}, finish_reason)]))
+        if with_usage:
+            prompt, completion = tokens
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+            handler.wfile.write(chunk([], usage))
+        handler.wfile.write(b"data: [DONE]\n\n")
+        handler.wfile.flush()
 
     def _error(
         self,
@@ -289,6 +358,13 @@ def _within_limit(body: JsonObject, scripted: Scripted) -> tuple[str | None, int
     if not isinstance(limit, int) or scripted.content is None or len(words) <= limit:
         return scripted.content, scripted.completion_tokens, finish
     return " ".join(words[:limit]), limit, "length"
+
+
+def _words(content: str) -> tuple[str, ...]:
+    """`content` a word a piece, each with the space before it (as a tokenizer splits)."""
+    if not content:
+        return ()
+    return tuple(word if i == 0 else " " + word for i, word in enumerate(content.split(" ")))
 
 
 def _message_problem(messages: list[Any]) -> str | None:
@@ -386,6 +462,11 @@ def _request_problem(body: Any) -> str | None:
             not isinstance(limit, int) or isinstance(limit, bool) or limit < 1
         ):
             return f"Invalid '{name}': integer below minimum value. Expected a value >= 1."
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        return "Invalid type for 'stream': expected a boolean."
+    if body.get("stream_options") is not None and stream is not True:
+        return "The 'stream_options' parameter is only allowed when 'stream' is enabled."
     response_format = body.get("response_format")
     if response_format is not None:
         if response_format.get("type") != "json_schema":

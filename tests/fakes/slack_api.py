@@ -73,6 +73,7 @@ MAX_PLAIN_TEXT_INPUT = 3000
 MAX_VIEW_BYTES = 250_000
 MAX_LOADING_MESSAGES = 10  # assistant.threads.setStatus
 MAX_SUGGESTED_PROMPTS = 4  # assistant.threads.setSuggestedPrompts
+MAX_STREAM_TEXT = 12_000  # chat.startStream / appendStream / stopStream: markdown_text a call
 """views.open answers `view_too_large` over this (the view's JSON)."""
 
 _FILETYPES = {
@@ -178,6 +179,8 @@ class Message:
     metadata: JsonObject | None = None
     """The app's message metadata (`event_type`, `event_payload`), returned by
     conversations.replies only with `include_all_metadata`."""
+    streaming: bool = False
+    """A streamed message (chat.startStream) still growing: not yet stopped."""
 
     @property
     def shown(self) -> str:
@@ -487,6 +490,8 @@ class FakeSlack:
         """Each thread's statuses as they were shown, in order ("" where it was cleared)."""
         self._titles: dict[tuple[str, str], str] = {}
         self._prompts: dict[tuple[str, str], JsonObject] = {}
+        self._chunks: dict[tuple[str, str], list[str]] = {}
+        """Each streamed message's markdown as it arrived, one entry a call that brought some."""
         self._methods: dict[str, Callable[[JsonObject], JsonObject]] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._chat_post_message,
@@ -503,6 +508,9 @@ class FakeSlack:
             "assistant.threads.setStatus": self._assistant_threads_set_status,
             "assistant.threads.setTitle": self._assistant_threads_set_title,
             "assistant.threads.setSuggestedPrompts": self._assistant_threads_set_suggested_prompts,
+            "chat.startStream": self._chat_start_stream,
+            "chat.appendStream": self._chat_append_stream,
+            "chat.stopStream": self._chat_stop_stream,
         }
 
     def _notify(self) -> None:
@@ -675,6 +683,12 @@ class FakeSlack:
         """The thread's title (assistant.threads.setTitle), None when never set."""
         with self._changed:
             return self._titles.get((channel, thread_ts))
+
+    def stream_chunks(self, channel: str, ts: str) -> list[str]:
+        """The markdown a streamed message received, in order: one entry a start, append or
+        stop call that brought text (the message shows them joined)."""
+        with self._changed:
+            return list(self._chunks.get((channel, ts), []))
 
     def suggested_prompts(self, channel: str, thread_ts: str) -> JsonObject | None:
         """The thread's suggested prompts as set ({"title", "prompts"}), None when never set."""
@@ -1300,6 +1314,108 @@ class FakeSlack:
             "prompts": prompts,
         }
         return {}
+
+    # --- streamed messages (https://docs.slack.dev/reference/methods/chat.startStream) ---
+
+    @staticmethod
+    def _stream_text(params: JsonObject, *, required: bool) -> str:
+        """The markdown a stream call brings: `markdown_text`, or the `markdown_text` chunks of
+        `chunks` (slack_sdk's ChatStream sends those); at most MAX_STREAM_TEXT characters
+        (`msg_too_long`). Appending needs some (`invalid_arguments` without)."""
+        raw_chunks = params.get("chunks")
+        if raw_chunks not in (None, ""):
+            chunks = (
+                _decoded(raw_chunks, "invalid_chunks")
+                if isinstance(raw_chunks, str)
+                else raw_chunks
+            )
+            if not isinstance(chunks, list) or not all(
+                isinstance(c, dict)
+                and c.get("type") == "markdown_text"
+                and isinstance(c.get("text"), str)
+                for c in chunks
+            ):
+                raise SlackError("invalid_chunks")
+            text = "".join(str(c["text"]) for c in chunks)
+        else:
+            text = params.get("markdown_text")
+            if text is not None and not isinstance(text, str):
+                raise SlackError("invalid_arguments")
+            text = text or ""
+        if required and not text:
+            raise SlackError("invalid_arguments")
+        if len(text) > MAX_STREAM_TEXT:
+            raise SlackError("msg_too_long")
+        return text
+
+    def _stream_message(self, params: JsonObject) -> Message:
+        """The streamed message a call names by `channel` and `ts`: the app's own, still
+        streaming (`message_not_in_streaming_state` once stopped, or for an ordinary message)."""
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        if not ts:
+            raise SlackError("invalid_arguments")
+        message = self._messages.get((channel, ts))
+        if message is None or message.ephemeral_to is not None:
+            raise SlackError("message_not_found")
+        if message.user != self._caller.bot_user_id:
+            raise SlackError("message_not_owned_by_app")
+        if not message.streaming:
+            raise SlackError("message_not_in_streaming_state")
+        return message
+
+    def _grow(self, message: Message, text: str, **changes: Any) -> Message:
+        if text:
+            self._chunks.setdefault((message.channel, message.ts), []).append(text)
+        return self._store(dataclasses.replace(message, text=message.text + text, **changes))
+
+    def _chat_start_stream(self, params: JsonObject) -> JsonObject:
+        """A new message in a thread that grows with each append until it is stopped. Outside
+        the app's DMs the recipient is required: `recipient_user_id` and `recipient_team_id`
+        (`missing_recipient_user_id` / `missing_recipient_team_id`)."""
+        channel = str(params.get("channel") or "")
+        if not channel:
+            raise SlackError("channel_not_found")
+        thread_ts = str(params.get("thread_ts") or "")
+        root = self._messages.get((channel, thread_ts)) if thread_ts else None
+        if root is None or root.ephemeral_to is not None or root.is_reply:
+            raise SlackError("invalid_thread_ts" if thread_ts else "invalid_arguments")
+        if not channel.startswith("D"):
+            if not params.get("recipient_user_id"):
+                raise SlackError("missing_recipient_user_id")
+            if not params.get("recipient_team_id"):
+                raise SlackError("missing_recipient_team_id")
+        text = self._stream_text(params, required=False)
+        message = self._store(
+            Message(
+                channel=channel,
+                ts=next_ts(),
+                text="",
+                user=self._caller.bot_user_id,
+                thread_ts=thread_ts,
+                bot_id=self._caller.bot_id,
+                streaming=True,
+            )
+        )
+        self._grow(message, text)
+        self._clear_status(channel, thread_ts)  # the app replied: Slack clears its status
+        return {"channel": channel, "ts": message.ts}
+
+    def _chat_append_stream(self, params: JsonObject) -> JsonObject:
+        message = self._stream_message(params)
+        self._grow(message, self._stream_text(params, required=True))
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _chat_stop_stream(self, params: JsonObject) -> JsonObject:
+        """The stream ends: the message keeps what it received, with an optional last
+        `markdown_text` and `blocks` (shown under it: feedback buttons) and `metadata`."""
+        message = self._stream_message(params)
+        text = self._stream_text(params, required=False)
+        _, blocks = self._text_and_blocks(params, required=False)
+        metadata = self._metadata(params.get("metadata"))
+        stopped = self._grow(message, text, streaming=False, blocks=blocks, metadata=metadata)
+        return {"channel": stopped.channel, "ts": stopped.ts, "message": stopped.to_slack()}
 
     @staticmethod
     def _metadata(value: Any) -> JsonObject | None:

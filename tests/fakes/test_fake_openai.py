@@ -110,3 +110,43 @@ def test_max_tokens_below_one_is_refused() -> None:
             model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=0
         )
     assert fake.refused[0].startswith("Invalid 'max_tokens'")
+
+
+def test_a_streamed_completion_arrives_in_its_pieces_with_the_usage_last() -> None:
+    with FakeOpenAI() as fake:
+        fake.script(Scripted.streamed("Static ", "means fixed", "."), Scripted.words("go", 9))
+        chunks = list(
+            client(fake).chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": "hi"}],
+                max_tokens=50,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        texts = [c.choices[0].delta.content for c in chunks if c.choices]
+        assert texts == ["", "Static ", "means fixed", ".", None]
+        assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+        assert chunks[-1].choices == [] and chunks[-1].usage is not None
+        assert chunks[-1].usage.completion_tokens == 20
+        # Without include_usage no usage; a reply over max_tokens is cut, finish_reason length.
+        cut = list(
+            client(fake).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=True
+            )
+        )
+        assert all(c.usage is None for c in cut)
+        assert "".join(c.choices[0].delta.content or "" for c in cut) == "go go go"
+        assert cut[-1].choices[0].finish_reason == "length"
+
+
+def test_stream_options_without_stream_are_refused_as_openai_does() -> None:
+    with FakeOpenAI() as fake, pytest.raises(openai.BadRequestError):
+        client(fake).chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            stream_options={"include_usage": True},
+        )
+    assert fake.refused == [
+        "The 'stream_options' parameter is only allowed when 'stream' is enabled."
+    ]

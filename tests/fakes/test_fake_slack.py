@@ -868,3 +868,91 @@ def test_titles_and_suggested_prompts_belong_to_the_apps_dms(fake: FakeSlack) ->
         )
     with pytest.raises(SlackApiError, match="invalid_arguments"):
         client.assistant_threads_setTitle(channel_id=DM_ID, thread_ts=dm_root, title=" ")
+
+
+def test_a_streamed_message_grows_in_its_thread_until_it_is_stopped(fake: FakeSlack) -> None:
+    client = WebClient(token=BOT_TOKEN, base_url=fake.base_url)
+    root = fake.post_as_user(CHANNEL_ID, "what is RULER?")["ts"]
+    client.assistant_threads_setStatus(channel_id=CHANNEL_ID, thread_ts=root, status="is thinking…")
+
+    started = client.chat_startStream(
+        channel=CHANNEL_ID,
+        thread_ts=root,
+        recipient_user_id=USER_ID,
+        recipient_team_id=TEAM_ID,
+        markdown_text="RULER ",
+    )
+    ts = str(started["ts"])
+    client.chat_appendStream(channel=CHANNEL_ID, ts=ts, markdown_text="ranks a group ")
+    shown = fake.message(CHANNEL_ID, ts)
+    assert shown is not None and shown.streaming and shown.text == "RULER ranks a group "
+    assert shown in fake.thread(CHANNEL_ID, root)  # visible while it grows
+    assert fake.status(CHANNEL_ID, root) == ""  # the app's reply cleared the status
+    client.chat_stopStream(channel=CHANNEL_ID, ts=ts, markdown_text="of rollouts.")
+
+    stopped = fake.message(CHANNEL_ID, ts)
+    assert stopped is not None and not stopped.streaming
+    assert stopped.text == "RULER ranks a group of rollouts."
+    assert fake.stream_chunks(CHANNEL_ID, ts) == ["RULER ", "ranks a group ", "of rollouts."]
+    with pytest.raises(SlackApiError, match="message_not_in_streaming_state"):
+        client.chat_appendStream(channel=CHANNEL_ID, ts=ts, markdown_text="more")
+    with pytest.raises(SlackApiError, match="message_not_in_streaming_state"):
+        client.chat_stopStream(channel=CHANNEL_ID, ts=ts)
+
+
+def test_streaming_is_checked_as_slack_does(fake: FakeSlack) -> None:
+    client = WebClient(token=BOT_TOKEN, base_url=fake.base_url)
+    root = fake.post_as_user(CHANNEL_ID, "hello")["ts"]
+    dm_root = fake.post_as_user(DM_ID, "hello", channel_type="im")["ts"]
+
+    def refused(method: str, **arguments: Any) -> str:
+        with pytest.raises(SlackApiError) as error:
+            client.api_call(method, json=arguments)
+        return str(error.value.response["error"])
+
+    recipient = {"recipient_user_id": USER_ID, "recipient_team_id": TEAM_ID}
+    # Outside a DM the stream is for someone: both recipient fields are required.
+    assert refused("chat.startStream", channel=CHANNEL_ID, thread_ts=root) == (
+        "missing_recipient_user_id"
+    )
+    assert (
+        refused("chat.startStream", channel=CHANNEL_ID, thread_ts=root, recipient_user_id=USER_ID)
+        == "missing_recipient_team_id"
+    )
+    assert refused("chat.startStream", channel=CHANNEL_ID, **recipient) == "invalid_arguments"
+    assert (
+        refused("chat.startStream", channel=CHANNEL_ID, thread_ts="1.000000", **recipient)
+        == "invalid_thread_ts"
+    )
+    assert (
+        refused(
+            "chat.startStream",
+            channel=CHANNEL_ID,
+            thread_ts=root,
+            markdown_text="x" * 12_001,
+            **recipient,
+        )
+        == "msg_too_long"
+    )
+    in_dm = str(client.chat_startStream(channel=DM_ID, thread_ts=dm_root)["ts"])  # no recipient
+    assert refused("chat.appendStream", channel=DM_ID, ts=in_dm) == "invalid_arguments"  # no text
+    assert (
+        refused("chat.appendStream", channel=DM_ID, ts=in_dm, markdown_text="y" * 12_001)
+        == "msg_too_long"
+    )
+    posted = str(client.chat_postMessage(channel=CHANNEL_ID, thread_ts=root, text="plain")["ts"])
+    assert (
+        refused("chat.appendStream", channel=CHANNEL_ID, ts=posted, markdown_text="more")
+        == "message_not_in_streaming_state"
+    )
+    assert (
+        refused("chat.appendStream", channel=CHANNEL_ID, ts="9.000000", markdown_text="more")
+        == "message_not_found"
+    )
+    # slack_sdk's ChatStream sends markdown_text chunks: taken the same way.
+    streamer = client.chat_stream(channel=DM_ID, thread_ts=dm_root, buffer_size=4)
+    streamer.append(markdown_text="one ")
+    streamer.append(markdown_text="two")
+    streamer.stop()
+    assert streamer.ts is not None
+    assert fake.stream_chunks(DM_ID, streamer.ts) == ["one ", "two"]
