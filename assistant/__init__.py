@@ -20,7 +20,14 @@ from assistant.conversation import (
     read_confirmation,
 )
 from assistant.drafts import DRAFT_WORD, JSON_DRAFTS, not_configured
-from assistant.model import ChatModel, Completion, ModelUnavailable, OpenAIChatModel
+from assistant.model import (
+    ChatModel,
+    Completion,
+    ModelUnavailable,
+    OpenAIChatModel,
+    StreamingChatModel,
+    TextSink,
+)
 from assistant.proposals import Proposal
 from assistant.sandbox import Limits
 from assistant.settings import AssistantSettings, load_assistant_settings
@@ -41,6 +48,8 @@ __all__ = [
     "OpenAIChatModel",
     "Proposal",
     "SettingsError",
+    "StreamingChatModel",
+    "TextSink",
     "assistant_for",
     "assistant_from_environment",
     "is_question",

@@ -17,7 +17,14 @@ from typing import Any
 from assistant.budget import Budget
 from assistant.drafts import TOOLS_STEP, AskModel, is_draft_request, write_draft
 from assistant.knowledge import open_question
-from assistant.model import ChatMessage, ChatModel, ModelUnavailable, read_json_object
+from assistant.model import (
+    ChatMessage,
+    ChatModel,
+    ModelUnavailable,
+    StreamingChatModel,
+    TextSink,
+    read_json_object,
+)
 from assistant.prompts import (
     answering_messages,
     choice_values,
@@ -71,6 +78,9 @@ class Assisted:
 
     turn: Turn
     proposal: Proposal | None = None
+    answered: Notice | None = None
+    """The message of `turn` that holds an answer whose whole text went to `on_text` as the
+    model wrote it (None: nothing was streamed, or not all of it)."""
 
 
 def is_question(text: str) -> bool:
@@ -103,9 +113,18 @@ class Assistant:
     code_sandbox: Sandbox | None = None
     """Where drafts are tried: None is this host's sandbox, which runs nothing unconfined."""
 
-    def respond(self, flow: Flow, session: Session, reply: Reply, user: str) -> Assisted:
+    def respond(
+        self,
+        flow: Flow,
+        session: Session,
+        reply: Reply,
+        user: str,
+        *,
+        on_text: TextSink | None = None,
+    ) -> Assisted:
         """The turn for `reply`: the engine's, or an answer to a question, or a proposal (a
-        reading of the reply, or a draft of code when the reply is `draft`)."""
+        reading of the reply, or a draft of code when the reply is `draft`). Given `on_text`,
+        an answer's text also goes there as the model writes it (`Assisted.answered`)."""
         question = open_question(flow, session)
         if question is not None and is_draft_request(flow, session, reply):
             return self.draft(flow, session, question, user)
@@ -129,7 +148,7 @@ class Assistant:
             and len(text) <= MAX_ASSISTED_CHARS
             and not _has_secret(text)
         ):
-            return Assisted(self._answer(flow, session, question, text, user))
+            return self._answer(flow, session, question, text, user, on_text)
         turn = advance(flow, session, reply)
         if should_recommend(flow, session, turn):
             return Assisted(recommend_ahead(self._asker(user), flow, turn))
@@ -168,20 +187,33 @@ class Assistant:
         return ask
 
     def _answer(
-        self, flow: Flow, session: Session, question: Question, asked: str, user: str
-    ) -> Turn:
-        """Answer the question and ask the open one again; the session does not move."""
+        self,
+        flow: Flow,
+        session: Session,
+        question: Question,
+        asked: str,
+        user: str,
+        on_text: TextSink | None,
+    ) -> Assisted:
+        """Answer the question and ask the open one again; the session does not move. The
+        answer streams to `on_text` when given and the model can."""
         if asked.lower().startswith(ASK_PREFIX):
             asked = asked[len(ASK_PREFIX) :].strip()
         again = begin(flow, session)
+        shown = _ShownAnswer(on_text) if on_text is not None else None
         try:
             reply = self._call(
-                user, answering_messages(flow, session, question, asked), None, ANSWER_TOKENS
+                user,
+                answering_messages(flow, session, question, asked),
+                None,
+                ANSWER_TOKENS,
+                on_text=shown,
             )
         except ModelUnavailable as why:
-            return Turn(again.session, (_note(str(why)), *again.messages))
-        answer = reply if len(reply) <= MAX_SHOWN_ANSWER_CHARS else reply[:MAX_SHOWN_ANSWER_CHARS]
-        return Turn(again.session, (Notice(answer.strip()), *again.messages))
+            return Assisted(Turn(again.session, (_note(str(why)), *again.messages)))
+        answer = Notice(reply[:MAX_SHOWN_ANSWER_CHARS].strip())
+        turn = Turn(again.session, (answer, *again.messages))
+        return Assisted(turn, answered=answer if shown is not None and shown.given else None)
 
     def _understand(
         self, flow: Flow, session: Session, question: Question, refused: Turn, text: str, user: str
@@ -223,13 +255,40 @@ class Assistant:
         messages: list[ChatMessage],
         schema: dict[str, Any] | None,
         max_tokens: int,
+        *,
+        on_text: TextSink | None = None,
     ) -> str:
+        """One model call on `user`'s budget; streamed to `on_text` where the model can (plain
+        text only)."""
         refused = self.budget.take(user)
         if refused:
             raise ModelUnavailable(refused)
-        completion = self.model.complete(messages, schema=schema, max_tokens=max_tokens)
+        if on_text is not None and schema is None and isinstance(self.model, StreamingChatModel):
+            completion = self.model.stream(messages, max_tokens=max_tokens, on_text=on_text)
+        else:
+            completion = self.model.complete(messages, schema=schema, max_tokens=max_tokens)
         self.budget.charge(user, completion.tokens)
         return completion.text
+
+
+class _ShownAnswer:
+    """Passes on what of a streamed answer is shown: the first MAX_SHOWN_ANSWER_CHARS
+    characters of the reply, leading whitespace left out, as the one-message answer is cut."""
+
+    def __init__(self, sink: TextSink) -> None:
+        self._sink = sink
+        self._seen = 0
+        self.given = False
+        """Has any text gone to the sink?"""
+
+    def __call__(self, piece: str) -> None:
+        shown = piece[: max(MAX_SHOWN_ANSWER_CHARS - self._seen, 0)]
+        self._seen += len(piece)
+        if not self.given:
+            shown = shown.lstrip()
+        if shown:
+            self.given = True
+            self._sink(shown)
 
 
 def _offer_tools(flow: Flow, session: Session, refused: Turn, code: str) -> Assisted:

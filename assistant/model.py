@@ -4,10 +4,12 @@ against OpenAI or any OpenAI-compatible server (vLLM, a model trained with artbo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+import httpx
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.shared_params import ResponseFormatJSONSchema
@@ -46,6 +48,23 @@ class ChatModel(Protocol):
         ...
 
 
+TextSink = Callable[[str], None]
+"""Takes the model's text as it is written, a piece at a time."""
+
+
+@runtime_checkable
+class StreamingChatModel(Protocol):
+    """A ChatModel that can also hand its reply over as it is written (an optional capability:
+    a model with only `complete` answers in one piece)."""
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, on_text: TextSink
+    ) -> Completion:
+        """The model's plain-text reply, each piece given to `on_text` as it arrives, then the
+        whole of it. Raises ModelUnavailable, also after some pieces were given."""
+        ...
+
+
 @dataclass(frozen=True)
 class OpenAIChatModel:
     """A ChatModel over `openai.OpenAI`. No retries: a slow or refused call degrades to the plain
@@ -68,15 +87,8 @@ class OpenAIChatModel:
         schema: Mapping[str, Any] | None = None,
         max_tokens: int,
     ) -> Completion:
-        # The one door to the model: whatever a message holds, configured secrets, credential
-        # shapes and URL passwords do not leave (isolation.redaction).
-        wire: list[ChatCompletionMessageParam] = [
-            {"role": "system", "content": redact(m.content)}
-            if m.role == "system"
-            else {"role": "user", "content": redact(m.content)}
-            for m in messages
-        ]
-        try:
+        wire = _wire(messages)
+        with _unavailable_on_errors():
             if schema is None:
                 response = self.client.chat.completions.create(
                     model=self.model, messages=wire, max_tokens=max_tokens, temperature=0
@@ -93,16 +105,6 @@ class OpenAIChatModel:
                     temperature=0,
                     response_format=response_format,
                 )
-        except openai.APITimeoutError:
-            raise ModelUnavailable("it took too long") from None
-        except openai.RateLimitError:
-            raise ModelUnavailable("it is rate-limited right now") from None
-        except openai.APIStatusError as error:
-            raise ModelUnavailable(f"its server answered {error.status_code}") from None
-        except openai.APIConnectionError:
-            raise ModelUnavailable("its server cannot be reached") from None
-        except openai.OpenAIError:
-            raise ModelUnavailable("its reply could not be read") from None
         if not response.choices:
             raise ModelUnavailable("its reply was empty")
         text = response.choices[0].message.content
@@ -110,6 +112,69 @@ class OpenAIChatModel:
             raise ModelUnavailable("its reply was empty")
         tokens = response.usage.total_tokens if response.usage is not None else 0
         return Completion(text, tokens or _estimate_tokens(messages, text))
+
+    def stream(
+        self, messages: Sequence[ChatMessage], *, max_tokens: int, on_text: TextSink
+    ) -> Completion:
+        """As `complete` without a schema, the reply streamed: each content delta to `on_text`,
+        the usage from the stream's last chunk (`include_usage`)."""
+        wire = _wire(messages)
+        pieces: list[str] = []
+        tokens = 0
+        with _unavailable_on_errors():
+            chunks = self.client.chat.completions.create(
+                model=self.model,
+                messages=wire,
+                max_tokens=max_tokens,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            with chunks:
+                for chunk in chunks:
+                    if chunk.usage is not None:
+                        tokens = chunk.usage.total_tokens
+                    for choice in chunk.choices:
+                        piece = choice.delta.content if choice.index == 0 else None
+                        if piece:
+                            pieces.append(piece)
+                            on_text(piece)
+        text = "".join(pieces)
+        if not text.strip():
+            raise ModelUnavailable("its reply was empty")
+        return Completion(text, tokens or _estimate_tokens(messages, text))
+
+
+def _wire(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessageParam]:
+    """The one door to the model: whatever a message holds, configured secrets, credential
+    shapes and URL passwords do not leave (isolation.redaction)."""
+    return [
+        {"role": "system", "content": redact(m.content)}
+        if m.role == "system"
+        else {"role": "user", "content": redact(m.content)}
+        for m in messages
+    ]
+
+
+@contextmanager
+def _unavailable_on_errors() -> Iterator[None]:
+    """The openai package's errors as ModelUnavailable, with a reason a user may read."""
+    try:
+        yield
+    except openai.APITimeoutError:
+        raise ModelUnavailable("it took too long") from None
+    except openai.RateLimitError:
+        raise ModelUnavailable("it is rate-limited right now") from None
+    except openai.APIStatusError as error:
+        raise ModelUnavailable(f"its server answered {error.status_code}") from None
+    except openai.APIConnectionError:
+        raise ModelUnavailable("its server cannot be reached") from None
+    except openai.OpenAIError:
+        raise ModelUnavailable("its reply could not be read") from None
+    except httpx.TimeoutException:  # a stream read times out or drops past openai's wrapping
+        raise ModelUnavailable("it took too long") from None
+    except httpx.HTTPError:
+        raise ModelUnavailable("its server cannot be reached") from None
 
 
 def _estimate_tokens(messages: Sequence[ChatMessage], reply: str) -> int:
