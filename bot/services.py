@@ -182,6 +182,7 @@ def build_services(
             results.load_script,
             store,
             policy=ApprovalPolicy.from_settings(settings),
+            auto_resume_max=settings.artbot_auto_resume_max,
         )
         controls = RunControls(runs)
         reruns = Reruns(runs.runs, store, opener, poster, outbox)

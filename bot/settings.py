@@ -169,6 +169,14 @@ class BotSettings(TokenKeySettings):
         description="`try` prompts of one workspace waiting for or on a model at once; more "
         "are refused",
     )
+    artbot_auto_resume_max: int = Field(
+        default=2,
+        ge=0,
+        le=20,
+        description="how many times in a row a job that died of a transient cause (vLLM's engine "
+        "died, a CUDA or NCCL error that is not an OOM, the runner lost it) is resumed from its "
+        "last checkpoint by itself; 0: never",
+    )
     artbot_runner_poll_s: float = Field(
         default=2.0,
         gt=0,

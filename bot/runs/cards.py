@@ -112,9 +112,12 @@ def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
     return SlackMessage(message.text, [*message.blocks[: MAX_BLOCKS - len(after)], *after])
 
 
-def failure_message(run: Run, failure: Failure) -> SlackMessage:
-    """What went wrong, what to do, the log's end, and the fix button when there is one."""
+def failure_message(run: Run, failure: Failure, note: str = "") -> SlackMessage:
+    """What went wrong, what to do, the log's end, and the fix button when there is one; `note`
+    (mrkdwn) says why a transient failure was not resumed automatically."""
     lines = [f"<@{run.owner}> :x: Training failed: {escape(failure.summary)}"]
+    if note:
+        lines.append(note)
     if failure.fix:
         lines.append(f"*What to do:* {escape(failure.fix)}")
     if failure.log_excerpt:
@@ -142,6 +145,32 @@ def failure_message(run: Run, failure: Failure) -> SlackMessage:
         )
     blocks = [*blocks[: MAX_BLOCKS - 1], followup_buttons(run, succeeded=False)]
     return SlackMessage(clip(text, TEXT_LIMIT), blocks)
+
+
+LOST = "was lost: the runner restarted and its process was gone"
+"""How a `lost` job is told (the runner's host rebooted, or the runner stopped with it)."""
+
+
+def lost_message(run: Run, note: str = "") -> SlackMessage:
+    """A job the runner lost; `note` (mrkdwn) says why it was not resumed automatically."""
+    text = f"<@{run.owner}> the training job `{run.job_id}` {LOST}."
+    return text_message(f"{text} {note}" if note else text)
+
+
+def auto_resume_message(
+    run: Run, cause: str, attempt: int, budget: int, from_checkpoint: bool | None
+) -> SlackMessage:
+    """A job that died of a transient cause (`cause`: how it ended, mrkdwn), resumed by the bot
+    in a new job: from its checkpoint, from the beginning when it saved none (None: unknown)."""
+    how = {
+        True: "Resuming from its last checkpoint",
+        False: "It saved no checkpoint: restarting it from the beginning",
+        None: "Resuming from its last checkpoint (from the beginning if it saved none)",
+    }[from_checkpoint]
+    return text_message(
+        f":arrows_counterclockwise: Job `{run.job_id}` {cause}. {how} automatically "
+        f"(attempt {attempt} of {budget})."
+    )
 
 
 STALL_LOG_CHARS = 1_500

@@ -1,8 +1,9 @@
 """A job's events, told in its run's thread: one status card kept up to date in place (state,
 step, train and validation rewards, elapsed time), and only the milestones people act on,
 each one message through the outbox: training started, the first warning, a stall (once per
-stall, with *Restart from the last checkpoint* and *Keep waiting*), a failure with what to do,
-the result with the model (and the reward curve once, at the end).
+stall, with *Restart from the last checkpoint* and *Keep waiting*), a failure with what to do
+(or, for a transient one the bot resumes by itself, that it does: `AutoResume`), the result with
+the model (and the reward curve once, at the end).
 
 Validations are not posted: the card shows the latest val/reward, and a post per validation
 (with a plot each) made a long run the noisiest part of the thread. The first validation's best
@@ -12,15 +13,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from bot.delivery.effects import Edit, Post, ThreadEffect, Upload
 from bot.delivery.outbox import Outbox
 from bot.runs.cards import (
+    LOST,
     SIMILARITY_METRIC,
+    auto_resume_message,
     failure_message,
     is_fine_tuning,
+    lost_message,
     stalled_message,
     status_card,
     success_message,
@@ -28,7 +33,7 @@ from bot.runs.cards import (
 from bot.runs.plots import loss_curve_png, reward_curve_png
 from bot.runs.rollout_samples import first_validation, rollouts_said, with_samples
 from bot.runs.store import Run, RunStore
-from bot.slack.blocks import text_message
+from bot.slack.blocks import SlackMessage, text_message
 from bot.slack.text import clip, escape
 from runner.schemas import EventType, Failure, JobEvent, JobState, ValidationRollouts
 
@@ -44,6 +49,22 @@ STALLED = "stalled"
 RESTARTING = "restarting"
 
 
+@dataclass(frozen=True)
+class AutoResume:
+    """What the bot does about a job that died of a transient cause (RunService decides): it
+    resumes it in a new job (`attempt` of `budget`; `from_checkpoint` None when unknown), or
+    `not_retried` says why it does not."""
+
+    attempt: int = 0
+    budget: int = 0
+    from_checkpoint: bool | None = None
+    not_retried: str = ""
+
+    @property
+    def resuming(self) -> bool:
+        return self.attempt > 0
+
+
 class RunReporter:
     """Says what happens to a run in its wizard's thread, and keeps the run's row in step."""
 
@@ -51,11 +72,15 @@ class RunReporter:
         self.runs = runs
         self.outbox = outbox
 
-    def handle(self, run: Run, event: JobEvent) -> tuple[Run, list[ThreadEffect]]:
+    def handle(
+        self, run: Run, event: JobEvent, auto: AutoResume | None = None
+    ) -> tuple[Run, list[ThreadEffect]]:
         """Record what one event says about the run; the updated run, and what its thread must
         be told (messages and files: the reward curve, long rollouts), for the caller to queue
-        with the event's cursor (one transaction: a restarted bot tells it once)."""
+        with the event's cursor (one transaction: a restarted bot tells it once). `auto`: what
+        the bot does about a job that failed or was lost, when it died of a transient cause."""
         data = event.data
+        note = auto.not_retried if auto is not None else ""
         said: list[ThreadEffect] = []
         if run.state == STALLED and event.type in PROGRESS_TYPES:
             run = self.runs.update(run.id, state=JobState.running.value)
@@ -81,8 +106,13 @@ class RunReporter:
             said.append(Post(text_message(warning)))
         elif event.type is EventType.failed:
             run = self.runs.update(run.id, state=JobState.failed.value, finished_at=event.at)
-            said.append(Post(failure_message(run, _failure(data))))
-            said.extend(_reward_curve(run))
+            failure = failure_of(data)
+            if auto is not None and auto.resuming:  # the curve comes at the end of the last job
+                cause = f"died: {escape(clip(failure.summary, 1_000).rstrip('.'))}"
+                said.append(Post(_resuming(run, cause, auto)))
+            else:
+                said.append(Post(failure_message(run, failure, note)))
+                said.extend(_reward_curve(run))
         elif event.type is EventType.succeeded:
             run = self.runs.update(
                 run.id, state=JobState.succeeded.value, finished_at=event.at, result=dict(data)
@@ -99,14 +129,15 @@ class RunReporter:
                     )
                 )
             )
-        elif event.type in (EventType.cancelled, EventType.lost):
+        elif event.type is EventType.lost:
             run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
-            what = (
-                "was cancelled"
-                if event.type is EventType.cancelled
-                else "was lost: the runner restarted and its process was gone"
-            )
-            ended = f"<@{run.owner}> the training job `{run.job_id}` {what}."
+            if auto is not None and auto.resuming:
+                said.append(Post(_resuming(run, LOST, auto)))
+            else:
+                said.append(Post(lost_message(run, note)))
+        elif event.type is EventType.cancelled:
+            run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
+            ended = f"<@{run.owner}> the training job `{run.job_id}` was cancelled."
             said.append(Post(text_message(ended)))
         return run, said
 
@@ -157,7 +188,11 @@ def _reward_curve(run: Run) -> list[ThreadEffect]:
     return [Upload(f"{name}-rewards.png", "Reward curve", png)]
 
 
-def _failure(data: Mapping[str, Any]) -> Failure:
+def _resuming(run: Run, cause: str, auto: AutoResume) -> SlackMessage:
+    return auto_resume_message(run, cause, auto.attempt, auto.budget, auto.from_checkpoint)
+
+
+def failure_of(data: Mapping[str, Any]) -> Failure:
     """The failure a `failed` event carries; one that does not parse keeps its summary."""
     try:
         return Failure.model_validate(data)

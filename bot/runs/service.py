@@ -1,6 +1,7 @@
 """Approved scripts on the GPU runner: submit (retrying while it is down), and follow each job's
-events (the reporter tells the thread: bot.runs.reporter). A run's Cancel and its fixes:
-bot.runs.controls.
+events (the reporter tells the thread: bot.runs.reporter). A job that dies of a transient cause
+(its failure says so, or the runner lost it) is resumed in a new job, a few times at most. A
+run's Cancel and its fixes: bot.runs.controls.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from bot.delivery.outbox import Outbox
 from bot.process.shards import ALONE, Shard
 from bot.runs.approval import ApprovalPolicy
 from bot.runs.cards import runs_list_text, status_card, thread_status_text
-from bot.runs.reporter import RESTARTING, STALLED, RunReporter
+from bot.runs.reporter import RESTARTING, STALLED, AutoResume, RunReporter, failure_of
 from bot.runs.rollout_samples import post_rollouts, rollouts_said
 from bot.runs.store import Run, RunRef, RunStore
 from bot.slack.poster import ThreadPoster
@@ -28,7 +29,7 @@ from bot.slack.text import clip, escape
 from bot.workspaces.clients import ClientFor, NotInstalled
 from flows import start_of
 from runner.client import RunnerClient, RunnerClientError, RunnerRejected, RunnerUnavailable
-from runner.schemas import EventsPage, EventType, JobSubmission
+from runner.schemas import EventsPage, EventType, FixAction, JobEvent, JobState, JobSubmission
 from storage.sessions import SessionKey, SessionStore
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,14 @@ LOST_CONTACT = (
     "still following the job and will report when it answers again."
 )
 UNKNOWN_JOB = ":grey_question: The runner no longer knows this job: {error}"
+RAY_CANNOT_RESUME = (
+    "Nothing was retried automatically: a job on the runner's Ray executor cannot resume (its "
+    "checkpoints stay on the Ray node that ran it)."
+)
+SCRIPT_GONE_NO_RESUME = (
+    "Nothing was retried automatically: the approved script changed or is gone from the bot's host."
+)
+GAVE_UP = "Gave up after {count} automatic resume{s}."
 NO_ROLLOUTS_RUNNER = ":warning: Could not get the rollouts from the GPU runner: {error}"
 NO_ROLLOUTS_YET = (
     "No validation rollouts yet. They come from ART's trajectory files at each validation "
@@ -83,6 +92,7 @@ class RunService:
         sessions: SessionStore,
         *,
         policy: ApprovalPolicy,
+        auto_resume_max: int = 2,
     ) -> None:
         self.runs = runs
         self.records = records
@@ -94,6 +104,8 @@ class RunService:
         """Who may approve (bot.runs.approval), and so start code on the GPU host."""
         self.reporter = RunReporter(runs, outbox)
         """Tells each run's thread what its job's events say."""
+        self.auto_resume_max = auto_resume_max
+        """How many times a job that died of a transient cause is resumed in a row (0: never)."""
         self._submitting = threading.Lock()
         self._locks_lock = threading.Lock()
         self._run_locks: dict[int, threading.Lock] = {}
@@ -311,7 +323,8 @@ class RunService:
             for event in new:
                 if event.type is EventType.cancelled and run.state == RESTARTING:
                     self._queue_resume(run)  # first: a bot that stops here resumes it once
-                run, said = self.reporter.handle(run, event)
+                auto = self._auto_resume(run, event)  # queued first too, for the same reason
+                run, said = self.reporter.handle(run, event, auto)
                 if event.type is EventType.succeeded:
                     said += self._last_rollouts(run)
                 # What the event says, and the cursor past it, in one transaction.
@@ -373,6 +386,60 @@ class RunService:
             points=run.points,  # the curve goes on from the stopped job's
         )
         self.runs.update(resumed.id, state="waiting_for_runner")
+
+    # -- resuming a job that died of a transient cause --
+
+    def _auto_resume(self, run: Run, event: JobEvent) -> AutoResume | None:
+        """For a job that failed of a transient cause or was lost: a resume queued (at most
+        `auto_resume_max` in a row), or why none was. None for any other event, or when
+        automatic resumes are off."""
+        if self.auto_resume_max <= 0 or run.job_id is None:
+            return None
+        if event.type is EventType.failed:
+            failure = failure_of(event.data)
+            if not failure.transient:
+                return None
+            from_checkpoint: bool | None = failure.fix_action is FixAction.resume
+        elif event.type is EventType.lost:
+            from_checkpoint = None
+        else:
+            return None
+        done = self._automatic_resumes(run)
+        if done >= self.auto_resume_max:
+            return AutoResume(not_retried=GAVE_UP.format(count=done, s="" if done == 1 else "s"))
+        on_ray, checkpointed = self._job_history(run.job_id)
+        if on_ray:
+            return AutoResume(not_retried=RAY_CANNOT_RESUME)
+        if self.script_of(run) is None:
+            return AutoResume(not_retried=SCRIPT_GONE_NO_RESUME)
+        self._queue_resume(run)
+        if from_checkpoint is None:
+            from_checkpoint = checkpointed
+        return AutoResume(done + 1, self.auto_resume_max, from_checkpoint)
+
+    def _automatic_resumes(self, run: Run) -> int:
+        """How many times the run's job is already a resume after a crash: the runs it resumes,
+        followed back through `resume_from_job` while each ended failed or lost (a restart of
+        a stalled job, or a new approval, starts the count again)."""
+        by_job = {other.job_id: other for other in self.runs.for_thread(run.key) if other.job_id}
+        count, current = 0, run
+        while current.resume_from_job in by_job and count < len(by_job):
+            earlier = by_job[current.resume_from_job]
+            if earlier.state not in (JobState.failed.value, JobState.lost.value):
+                break
+            count, current = count + 1, earlier
+        return count
+
+    def _job_history(self, job_id: str) -> tuple[bool, bool | None]:
+        """Whether the job ran on the runner's Ray executor (its `started` event names the Ray
+        job), and whether it saved a checkpoint (None: the runner did not answer)."""
+        try:
+            page = self.client.events(job_id, after=0, wait=0)
+        except RunnerClientError as error:
+            log.warning("job %s: its events, to resume it: %s", job_id, error)
+            return False, None  # a Ray runner refuses the resume, saying why
+        on_ray = any(e.type is EventType.started and "ray_job" in e.data for e in page.events)
+        return on_ray, any(e.type is EventType.checkpoint for e in page.events)
 
     def _last_rollouts(self, run: Run) -> list[ThreadEffect]:
         """The run succeeded: its last validation's rollouts, unless that was the first (posted

@@ -9,7 +9,10 @@ resume), and a run that finds checkpoints goes on from them. --mode huge-rollout
 validation rollout's answer far too long for a message; --mode secret-rollout makes it say the
 job's OPENAI_API_KEY; --mode progress-lines-only writes no ART files (a job on Ray, whose
 files the runner cannot see); --mode stall-then-resume trains 2 steps and then goes quiet for good
-(a frozen run) unless it finds checkpoints, then goes on from them.
+(a frozen run) unless it finds checkpoints, then goes on from them. --mode engine-dies trains
+one step (a checkpoint) and then dies as a run does when vLLM's engine process dies under it, at
+every start; --mode engine-dies-then-resume trains 2 steps and dies so when it finds no
+checkpoint, and goes on from them when it does.
 """
 
 import argparse
@@ -31,6 +34,8 @@ parser.add_argument(
         "secret-rollout",
         "progress-lines-only",
         "stall-then-resume",
+        "engine-dies",
+        "engine-dies-then-resume",
     ],
 )
 parser.add_argument("script")
@@ -73,11 +78,35 @@ art_path = Path(args.art_path or ".art")
 fails_now = args.mode == "fail-then-resume" and not any(art_path.glob("*/models/*/checkpoints/*"))
 if fails_now:
     sys.argv += ["--steps", "2", "--exit-code", "1"]
+engine_dies = args.mode == "engine-dies" or (
+    args.mode == "engine-dies-then-resume" and not any(art_path.glob("*/models/*/checkpoints/*"))
+)
+if engine_dies:
+    steps = "1" if args.mode == "engine-dies" else "2"
+    sys.argv += ["--steps", steps, "--exit-code", "1"]
 if args.mode == "stall-then-resume" and not any(art_path.glob("*/models/*/checkpoints/*")):
     sys.argv += ["--pause-after", "2", "--wait-for", "never-released"]
 try:
     runpy.run_path(str(train_ok), run_name="__main__")
 except SystemExit as stopped:
+    if engine_dies:  # what vLLM 0.10 and the openai client print when the engine core dies
+        print(
+            "(EngineCore_0 pid=4242) ERROR 11-22 09:01:02 [core.py:700] EngineCore encountered "
+            "a fatal error.\n"
+            "ERROR 11-22 09:01:02 [core_client.py:564] Engine core proc EngineCore_0 died "
+            "unexpectedly, shutting down client.\n"
+            "Traceback (most recent call last):\n"
+            f'  File "{Path(args.script).resolve()}", line 88, in rollout\n'
+            "    response = await client.chat.completions.create(\n"
+            '  File "/venv/lib/python3.12/site-packages/openai/_base_client.py", line 1594, '
+            "in request\n"
+            "    raise self._make_status_error_from_response(err.response) from None\n"
+            "openai.InternalServerError: Error code: 500 - {'object': 'error', 'message': "
+            "'EngineCore encountered an issue. See stack trace (above) for the root cause.', "
+            "'type': 'InternalServerError', 'param': None, 'code': 500}",
+            file=sys.stderr,
+        )
+        sys.exit(stopped.code)
     if not fails_now:
         raise
     print("Traceback (most recent call last):", file=sys.stderr)
