@@ -45,7 +45,9 @@ def ray_jobs(ray_head: RayHead) -> RayJobs:
     return RayJobs(ray_head.address)
 
 
-def ray_runner(make_runner: RunnerFactory, head: RayHead, root: Path | None = None) -> Runner:
+def ray_runner(
+    make_runner: RunnerFactory, head: RayHead, root: Path | None = None, **settings: str
+) -> Runner:
     return make_runner(
         root=root,
         environ=job_environ(OPENAI_API_KEY=SECRET, WANDB_API_KEY=WANDB_SECRET),
@@ -53,6 +55,7 @@ def ray_runner(make_runner: RunnerFactory, head: RayHead, root: Path | None = No
         ray_address=head.address,
         ray_python=sys.executable,
         poll_interval_s="0.1",
+        **settings,
     )
 
 
@@ -147,6 +150,30 @@ def test_cancel_stops_every_process_of_the_job_children_and_sigterm_ignorers_inc
         wait_for(lambda marker=marker: not processes_with_env(marker), "no process left", 15)
     assert of_type(runner.follow(stubborn), EventType.cancelled)[0]["forced"] is True
     assert of_type(runner.follow(with_children), EventType.cancelled)[0]["forced"] is False
+
+
+def test_a_ray_job_that_goes_quiet_is_reported_stalled_and_a_cancel_stops_it(
+    make_runner: RunnerFactory, ray_head: RayHead
+) -> None:
+    runner = ray_runner(
+        make_runner, ray_head, stall_after_s="1", stall_floor_s="1", stall_step_factor="1"
+    )
+    job_id = runner.submit("stalls.py", required_env=["OPENAI_API_KEY"])
+
+    def stalls() -> list[dict[str, Any]]:
+        return of_type(runner.client.events(job_id, wait=1).events, EventType.stalled)
+
+    # With a 1 s threshold, Ray's start of the process may count as a stall already (before the
+    # job printed anything); the one that matters comes after step 1.
+    wait_for(lambda: any(s["last_step"] == 1 for s in stalls()), "a stall after step 1")
+    stalled = next(s for s in stalls() if s["last_step"] == 1)
+    assert stalled["phase"] == "rollouts"
+    assert stalled["log_tail"].endswith("gather: rollouts of step 2")
+    assert SECRET not in str(stalled)  # the job printed its key: redacted in the event
+    runner.client.cancel(job_id)  # what the bot's "Restart from the last checkpoint" does first
+    assert runner.follow(job_id, timeout=RAY_TIMEOUT_S)[-1].type is EventType.cancelled
+    marker = f"ARTBOT_RUNNER_JOB_ID={job_id}"
+    wait_for(lambda: not processes_with_env(marker), "no process left", 15)
 
 
 def test_submitting_the_same_job_again_does_not_start_a_second_ray_job(

@@ -12,6 +12,8 @@ thread per job follows it (its state, its output, a cancel, the max runtime) to 
 - **States**: PENDING keeps the job `starting`, RUNNING makes it `running`, SUCCEEDED
   `succeeded`, FAILED `failed` (classified from the output and the exit code, by
   runner/jobs/failures.py), STOPPED `cancelled`.
+- **Stalls**: a running job quiet past its threshold is reported `stalled`, as a local one
+  (runner/progress/stall.py).
 - **Restart**: a started job is followed again; its output is read again from the start, and
   only what the event log lacks is reported. A job Ray does not know any more (its head
   restarted) is `lost`, with the reason.
@@ -37,7 +39,9 @@ from runner.jobs.outcome import Ended, Ending, Outcome, settle
 from runner.jobs.ray.entry import FORCED_LINE
 from runner.jobs.ray.job_api import RayJobInfo, RayJobs, RayJobSpec, RayRefused, RayStatus
 from runner.progress.art_records import Seen
+from runner.progress.logfile import read_tail
 from runner.progress.output_lines import OutputScanner, ProgressLines
+from runner.progress.stall import STALL_TAIL_BYTES, StallWatch, stall_rule
 from runner.progress.watch import REPORTED_TYPES
 from runner.records.recorder import JobRecorder
 from runner.records.rows import STARTED_STATES, JobRow, NewEvent
@@ -76,6 +80,8 @@ class _OutputSink:
         """Characters of output received (Ray's log as text)."""
         self.broken = False
         """The log stream broke before the end."""
+        self._unwatched: list[NewEvent] = []
+        self._watched_chars = 0
 
     def feed(self, text: str) -> list[NewEvent]:
         self.received += len(text)
@@ -84,7 +90,15 @@ class _OutputSink:
         if FORCED_LINE.encode() in chunk:
             self.forced = True
         progress = self.seen.fresh(self._lines.feed(chunk))
+        self._unwatched.extend(progress)
         return progress + [(EventType.warning, data) for data in self._scanner.feed(chunk)]
+
+    def since_last_look(self) -> tuple[list[NewEvent], int]:
+        """The progress events and characters of output that arrived since the last call: what
+        the stall watch sees at each poll (the output is read on another task)."""
+        events, self._unwatched = self._unwatched, []
+        chars, self._watched_chars = self.received - self._watched_chars, self.received
+        return events, chars
 
     def close(self) -> list[NewEvent]:
         """The last line, when the output did not end with a newline."""
@@ -257,6 +271,7 @@ class RayExecutor(JobThreads[_Follower]):
         or at the max runtime. _LOST when Ray forgets it, None when the runner stops first."""
         ending = Ending.exited
         stop_sent = False
+        stall: StallWatch | None = None  # from when Ray runs it: waiting for a GPU is no stall
         while True:
             info = await self._ask(self._jobs.info, job.id, follower)
             if info is _STOPPING:
@@ -266,6 +281,9 @@ class RayExecutor(JobThreads[_Follower]):
             assert isinstance(info, RayJobInfo)
             if info.status is RayStatus.RUNNING:
                 self._mark_running(job.id)
+                stall = stall or StallWatch(stall_rule(self._settings))
+                if not stop_sent:
+                    self._watch_for_stall(job.id, stall, sink)
             if info.status.terminal:
                 return ending, info
             if not stop_sent:
@@ -283,6 +301,17 @@ class RayExecutor(JobThreads[_Follower]):
                 await asyncio.sleep(self._settings.poll_interval_s)
             else:  # a cancel wakes the wait
                 await asyncio.to_thread(follower.cancel.wait, self._settings.poll_interval_s)
+
+    def _watch_for_stall(self, job_id: str, stall: StallWatch, sink: _OutputSink) -> None:
+        """Tell `stalled` once the running job has been quiet past its threshold (as the local
+        executor does: runner/progress/stall.py)."""
+        events, chars = sink.since_last_look()
+        stall.saw(events, chars)
+        folder = runner_dir(self._workdir, job_id)
+        stalled = stall.check(lambda: read_tail(folder, STALL_TAIL_BYTES).text)
+        if stalled is not None:
+            log.info("job %s stalled on Ray: %ss without output", job_id, stalled["idle_s"])
+            self._recorder.emit(job_id, EventType.stalled, stalled)
 
     async def _ask(self, call: Callable[[str], Any], job_id: str, follower: _Follower) -> Any:
         """Ray's answer; asked again while Ray's job API does not answer (_STOPPING when the
