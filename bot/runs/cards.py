@@ -200,22 +200,39 @@ def stalled_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
     tail = str(data.get("log_tail") or "")
     if tail.strip():
         lines.append(f"Its last lines:\n```{escape(_last_chars(tail, STALL_LOG_CHARS))}```")
+    resumable = data.get("resumable") is not False  # the Ray executor says False
     lines.append(
         "*Restart from the last checkpoint* stops it (all its processes) and resumes it in a new "
         "job; *Keep waiting* leaves it running (I say so again only if it stalls after moving on)."
+        if resumable
+        else "It runs on the runner's Ray executor, where a job cannot resume from its "
+        "checkpoints (they stay on the Ray node): *Cancel* stops it, and approving the script "
+        "again runs it from the start; *Keep waiting* leaves it running (I say so again only if "
+        "it stalls after moving on)."
     )
     text = "\n".join(lines)
+    stop: Block = (
+        {
+            "type": "button",
+            "action_id": RUN_STALL_RESTART_ACTION,
+            "text": {"type": "plain_text", "text": "Restart from the last checkpoint"},
+            "value": run.public_id,
+            "style": "primary",
+        }
+        if resumable
+        else {
+            "type": "button",
+            "action_id": RUN_CANCEL_ACTION,
+            "text": {"type": "plain_text", "text": "Cancel"},
+            "value": run.public_id,
+            "style": "danger",
+        }
+    )
     buttons: Block = {
         "type": "actions",
         "block_id": f"stalled:{run.public_id}",
         "elements": [
-            {
-                "type": "button",
-                "action_id": RUN_STALL_RESTART_ACTION,
-                "text": {"type": "plain_text", "text": "Restart from the last checkpoint"},
-                "value": run.public_id,
-                "style": "primary",
-            },
+            stop,
             {
                 "type": "button",
                 "action_id": RUN_STALL_WAIT_ACTION,

@@ -1,9 +1,10 @@
 """Jobs and their events in SQL: the runner's record of truth.
 
 Two tables (`runner.records.rows`): `runner_jobs` (one row per job: its state, script, process
-and outcome) and `runner_job_events` (append-only: rows are inserted, never updated or deleted). An event's
-`seq` is allocated from the job row (`last_event_seq + 1`) in the transaction that inserts it,
-so a job's events are numbered 1, 2, 3... without gaps whatever the backend.
+and outcome) and `runner_job_events` (append-only: rows are inserted, never updated or
+deleted). An event's `seq` is allocated from the job row (`last_event_seq + 1`) in the
+transaction that inserts it, so a job's events are numbered 1, 2, 3... without gaps whatever the
+backend.
 
 SQLite by default, PostgreSQL by URL, engines as artbot's session store makes them. State
 changes are compare-and-set (`UPDATE ... WHERE state IN (...)`): two threads cannot both

@@ -140,3 +140,25 @@ def test_restart_stops_the_stalled_job_whole_and_resumes_it_in_a_new_job(
     assert any("stopped; it resumes from its last checkpoint" in text for text in said)
     assert any("Training finished at step 6" in text for text in said)
     assert not any("was cancelled" in text for text in said)
+
+
+def test_a_stalled_ray_job_offers_cancel_not_a_restart_it_cannot_have(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    bot = a_bot(make_bot)
+    key, run = an_approved_run(bot)
+    runs = runs_of(bot)
+    runs.runs.update(run.id, job_id="job-1", state="running")
+    runs.apply(run.id, page("job-1", (1, EventType.stalled, {**stalled(), "resumable": False})))
+    user = SlackUser(bot, thread=key.thread)
+    user.settle()
+
+    [told] = [m for m in user.bot_messages() if "may be stalled" in m.text]
+    assert "cannot resume from its checkpoints" in told.text
+    labels = [
+        element["text"]["text"]
+        for block in told.blocks or []
+        if block["type"] == "actions"
+        for element in block["elements"]
+    ]
+    assert labels == ["Cancel", "Keep waiting"]

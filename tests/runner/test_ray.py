@@ -168,6 +168,7 @@ def test_a_ray_job_that_goes_quiet_is_reported_stalled_and_a_cancel_stops_it(
     wait_for(lambda: any(s["last_step"] == 1 for s in stalls()), "a stall after step 1")
     stalled = next(s for s in stalls() if s["last_step"] == 1)
     assert stalled["phase"] == "rollouts"
+    assert stalled["resumable"] is False  # its checkpoints stay on the Ray node
     assert stalled["log_tail"].endswith("gather: rollouts of step 2")
     assert SECRET not in str(stalled)  # the job printed its key: redacted in the event
     runner.client.cancel(job_id)  # what the bot's "Restart from the last checkpoint" does first

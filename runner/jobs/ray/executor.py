@@ -311,7 +311,9 @@ class RayExecutor(JobThreads[_Follower]):
         stalled = stall.check(lambda: read_tail(folder, STALL_TAIL_BYTES).text)
         if stalled is not None:
             log.info("job %s stalled on Ray: %ss without output", job_id, stalled["idle_s"])
-            self._recorder.emit(job_id, EventType.stalled, stalled)
+            # Its checkpoints stay on the Ray node: a new job cannot resume it (the bot offers
+            # to cancel it instead of restarting it from its last checkpoint).
+            self._recorder.emit(job_id, EventType.stalled, {**stalled, "resumable": False})
 
     async def _ask(self, call: Callable[[str], Any], job_id: str, follower: _Follower) -> Any:
         """Ray's answer; asked again while Ray's job API does not answer (_STOPPING when the
