@@ -150,9 +150,8 @@ def build_services(
         kwargs["dryrun"] = functools.partial(dryrun_script, sandbox=sandbox)
     outbox = Outbox(engine, schema=schema)
     executor = executor or ThreadPoolExecutor(max_workers=2)
-    preflights = _preflights(
-        settings, outbox, executor, sandbox, PreflightRecords(engine, schema=schema)
-    )
+    preflight_records = PreflightRecords(engine, schema=schema)
+    preflights = _preflights(settings, outbox, executor, sandbox, preflight_records)
     results = ScriptResults(
         outbox, scripts_dir, executor, preflight_offered=preflights is not None, **kwargs
     )
@@ -183,6 +182,7 @@ def build_services(
             store,
             policy=ApprovalPolicy.from_settings(settings),
             auto_resume_max=settings.artbot_auto_resume_max,
+            preflights=preflight_records,
         )
         controls = RunControls(runs)
         reruns = Reruns(runs.runs, store, opener, poster, outbox)

@@ -25,6 +25,7 @@ from bot.slack.blocks import (
     text_message,
 )
 from bot.slack.text import clip, escape
+from checks.preflight.numbers import PreflightNumbers
 from runner.schemas import Failure, FixAction
 
 FIX_LABELS = {
@@ -430,6 +431,27 @@ def _change(value: float | None) -> str:
     if value is None:
         return ""
     return f"{value:+.3f}" if abs(value) < 1_000 else f"{value:+.3g}"
+
+
+def preflight_then(numbers: PreflightNumbers, points: Sequence[Mapping[str, Any]]) -> str:
+    """What the preflight measured before training, beside what training reached: the last
+    validation's mean reward, else the last step's training reward ("" with neither)."""
+    validated = [p for p in points if isinstance(p.get("val"), int | float)]
+    trained = [p for p in points if isinstance(p.get("train"), int | float)]
+    if validated:
+        now = (
+            f"the last validation (step {validated[-1]['step']}) reached {validated[-1]['val']:.3f}"
+        )
+    elif trained:
+        now = f"the last step ({trained[-1]['step']}) trained at {trained[-1]['train']:.3f}"
+    else:
+        return ""
+    model = f"`{escape(numbers.model)}`" + ("" if numbers.base_model else " (a stand-in model)")
+    return (
+        f":stethoscope: Before training, the preflight on {model} measured a mean reward of "
+        f"{numbers.mean_reward:.3f} over {numbers.rollouts} rollouts "
+        f"({numbers.zero_variance_share:.0%} of its groups with zero variance); {now}."
+    )
 
 
 def _with_newline(text: str) -> str:

@@ -15,14 +15,16 @@ from typing import Any
 
 from slack_sdk import WebClient
 
-from bot.delivery.effects import ThreadEffect
+from bot.delivery.effects import Post, ThreadEffect
 from bot.delivery.outbox import Outbox
 from bot.process.shards import ALONE, Shard
 from bot.runs.approval import ApprovalPolicy
-from bot.runs.cards import runs_list_text, status_card, thread_status_text
+from bot.runs.cards import preflight_then, runs_list_text, status_card, thread_status_text
+from bot.runs.preflight_records import PreflightRecords
 from bot.runs.reporter import RESTARTING, STALLED, AutoResume, RunReporter, failure_of
 from bot.runs.rollout_samples import post_rollouts, rollouts_said
 from bot.runs.store import Run, RunRef, RunStore
+from bot.slack.blocks import text_message
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords, script_digest
 from bot.slack.text import clip, escape
@@ -93,6 +95,7 @@ class RunService:
         *,
         policy: ApprovalPolicy,
         auto_resume_max: int = 2,
+        preflights: PreflightRecords | None = None,
     ) -> None:
         self.runs = runs
         self.records = records
@@ -106,6 +109,8 @@ class RunService:
         """Tells each run's thread what its job's events say."""
         self.auto_resume_max = auto_resume_max
         """How many times a job that died of a transient cause is resumed in a row (0: never)."""
+        self.preflights = preflights
+        """What preflights of a run's script measured: shown again when it succeeds."""
         self._submitting = threading.Lock()
         self._locks_lock = threading.Lock()
         self._run_locks: dict[int, threading.Lock] = {}
@@ -326,7 +331,7 @@ class RunService:
                 auto = self._auto_resume(run, event)  # queued first too, for the same reason
                 run, said = self.reporter.handle(run, event, auto)
                 if event.type is EventType.succeeded:
-                    said += self._last_rollouts(run)
+                    said += self._last_rollouts(run) + self._preflight_then(run)
                 # What the event says, and the cursor past it, in one transaction.
                 self.reporter.outbox.enqueue(
                     run.key, said, also=self.runs.moving_cursor(run.id, event.seq)
@@ -440,6 +445,15 @@ class RunService:
             return False, None  # a Ray runner refuses the resume, saying why
         on_ray = any(e.type is EventType.started and "ray_job" in e.data for e in page.events)
         return on_ray, any(e.type is EventType.checkpoint for e in page.events)
+
+    def _preflight_then(self, run: Run) -> list[ThreadEffect]:
+        """The run succeeded: what the preflight of its script measured, beside what training
+        reached (nothing when no preflight of that script measured anything in the thread)."""
+        if self.preflights is None:
+            return []
+        numbers = self.preflights.latest(run.key, run.script_sha256)
+        said = preflight_then(numbers, run.points) if numbers is not None else ""
+        return [Post(text_message(said))] if said else []
 
     def _last_rollouts(self, run: Run) -> list[ThreadEffect]:
         """The run succeeded: its last validation's rollouts, unless that was the first (posted

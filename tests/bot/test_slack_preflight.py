@@ -5,13 +5,17 @@ the thread, for the owner only, and nothing of the endpoint's key in any post.""
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.runs.preflight_records import PreflightRecords
 from bot.slack.records import script_digest
+from checks.preflight.numbers import PreflightNumbers
 from flows import TRAIN_RL, replay
+from runner.schemas import EventsPage, EventType, JobEvent
 from storage.sessions import SessionKey
 from tests.bot.conftest import Bot, BotFactory, SlackUser
+from tests.bot.test_run_followups import a_bot, an_approved_run, runs_of
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.workspace import CHANNEL_ID, TEAM_ID, USER_ID
@@ -95,3 +99,45 @@ def test_preflight_runs_the_scripts_rollouts_against_the_endpoint_and_reports_in
     assert "is running the preflight against the model…" in shown and shown[-1] == ""
     assert KEY not in said and str(tmp_path) not in report
     assert any("only" in e.text.lower() for e in fake.ephemerals(CHANNEL_ID))
+
+
+def test_what_the_preflight_measured_is_shown_again_when_the_run_succeeds(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    bot = a_bot(make_bot)
+    key, run = an_approved_run(bot)
+    assert bot.service.runs is not None and bot.service.runs.preflights is not None
+    measured = PreflightNumbers(
+        model="stand-in-model",
+        base_model=False,
+        verdict="ok",
+        rollouts=8,
+        groups=2,
+        mean_reward=0.25,
+        zero_variance_share=0.5,
+        prompt_tokens_per_rollout=120.0,
+        completion_tokens_per_rollout=30.0,
+        turns_per_rollout=1.0,
+        wall_s_per_rollout=0.4,
+        truncated_share=0.0,
+    )
+    bot.service.runs.preflights.keep(key, run.script_sha256, measured)
+    runs = runs_of(bot)
+    runs.runs.update(run.id, job_id="job-1", state="running")
+    at = datetime.now(UTC)
+    told = [
+        JobEvent(seq=1, job_id="job-1", type=EventType.validation, at=at, data=VALIDATED),
+        JobEvent(seq=2, job_id="job-1", type=EventType.succeeded, at=at, data=SUCCEEDED),
+    ]
+    runs.apply(run.id, EventsPage(job_id="job-1", events=told, next_after=2, finished=True))
+    user = SlackUser(bot, thread=key.thread)
+    user.settle()
+
+    [then] = [m.text for m in user.bot_messages() if m.text.startswith(":stethoscope: Before")]
+    assert "the preflight on `stand-in-model` (a stand-in model) measured a mean reward of " in then
+    assert "0.250 over 8 rollouts (50% of its groups with zero variance)" in then
+    assert "the last validation (step 4) reached 0.750" in then
+
+
+VALIDATED = {"step": 4, "val/reward": 0.75}
+SUCCEEDED = {"model": "m@4", "inference_url": "http://runner/v1/", "step": 4}
