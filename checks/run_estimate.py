@@ -145,6 +145,7 @@ def estimate_rl(
     answers: Mapping[str, Any],
     prices: PriceLookup = art_prices,
     measured: PreflightNumbers | None = None,
+    judge_prices: PriceLookup | None = None,
 ) -> Estimate:
     """Steps, rollouts and tokens of an RL run and its ServerlessBackend price: upper bounds from
     the reply limit, or, with a preflight's `measured` numbers, figures from what its rollouts
@@ -174,12 +175,72 @@ def estimate_rl(
             _serverless_line(answers, tokens, loop.train_rollouts * per_rollout, prices),
         ]
     if answers.get("reward") in ("ruler", "custom"):
-        lines.append(
-            f"The RULER judge `{answers.get('judge_model')}` is called once per group: about "
-            f"{loop.judged_groups:,} calls (validation's included), each reading its "
-            f"group's {loop.rollouts} trajectories, at its provider's prices."
-        )
+        judge = str(answers.get("judge_model"))
+        lines.append(_judge_line(judge, loop, measured, judge_prices or litellm_judge_prices))
     return Estimate(tuple(line for line in lines if line))
+
+
+JUDGE_PROMPT_TOKENS = 600
+"""RULER's own instructions and rubric in each judge call (art/rewards/ruler.py), roughly."""
+JUDGE_TOKENS_PER_SCORE = 80
+"""A score and its one-sentence explanation in the judge's reply, per trajectory, roughly."""
+
+
+def _judge_line(
+    judge: str, loop: RlLoop, measured: PreflightNumbers | None, prices: PriceLookup
+) -> str:
+    """The RULER judge's calls, and their price where a preflight measured the trajectories and
+    LiteLLM's price map (which RULER calls the judge through) has the judge model."""
+    calls = (
+        f"The RULER judge `{judge}` is called once per group: about {loop.judged_groups:,} calls "
+        f"(validation's included), each reading its group's {loop.rollouts} trajectories"
+    )
+    if measured is None:
+        return calls + ", at its provider's prices."
+    price = prices(judge)
+    if price is None:
+        return (
+            calls + f"; LiteLLM's price map has no price for `{judge}`: at its provider's prices."
+        )
+    per_trajectory = (
+        measured.prompt_tokens_per_rollout / max(measured.turns_per_rollout, 1.0)
+        + measured.completion_tokens_per_rollout
+    )
+    prompt = loop.judged_groups * (JUDGE_PROMPT_TOKENS + loop.rollouts * per_trajectory)
+    reply = loop.judged_groups * loop.rollouts * JUDGE_TOKENS_PER_SCORE
+    cost = (prompt * price.prefill + reply * price.sample) / 1_000_000
+    return (
+        calls + f"; about ${cost:,.2f} at LiteLLM's prices for it (each call about "
+        f"{JUDGE_PROMPT_TOKENS} tokens of RULER's instructions plus the trajectories as the "
+        f"preflight measured them, and about {JUDGE_TOKENS_PER_SCORE} tokens a score back)."
+    )
+
+
+@functools.cache
+def _litellm_prices() -> Mapping[str, Any]:
+    """LiteLLM's bundled price map (model_prices_and_context_window_backup.json), read alone:
+    importing litellm takes seconds and may reach for the network."""
+    spec = importlib.util.find_spec("litellm")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        path = Path(folder) / "model_prices_and_context_window_backup.json"
+        if path.is_file():
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            return loaded if isinstance(loaded, dict) else {}
+    return {}
+
+
+def litellm_judge_prices(model: str) -> Prices | None:
+    """The judge model's $ per million tokens in LiteLLM's price map (prompt as `prefill`, reply
+    as `sample`), tried as named and without its provider prefix; None where it has none."""
+    table = _litellm_prices()
+    for name in (model, model.split("/", 1)[-1]):
+        entry = table.get(name)
+        if isinstance(entry, dict):
+            prompt, reply = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+            if isinstance(prompt, int | float) and isinstance(reply, int | float):
+                return Prices(prompt * 1_000_000, reply * 1_000_000, 0.0)
+    return None
 
 
 SCRIPT_MAX_CONCURRENT = 32

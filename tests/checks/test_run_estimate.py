@@ -13,6 +13,7 @@ from checks.run_estimate import (
     art_prices,
     estimate_rl,
     estimate_sft,
+    litellm_judge_prices,
 )
 from flows import TRAIN_RL, TRAIN_SFT, render_script, replay
 from tests.flows.matrix import answers_for
@@ -146,3 +147,25 @@ def test_the_script_runs_as_many_rollouts_at_once_as_the_estimate_assumes() -> N
     answers = rl_answers("single", "programmatic", "open_ended", "local", True)
     script = render_script(answers, "rl_train.py", TRAIN_RL)
     assert f"MAX_CONCURRENT = {SCRIPT_MAX_CONCURRENT}\n" in script
+
+
+def test_the_judges_price_comes_from_the_preflights_trajectories_and_litellms_map() -> None:
+    answers = rl_answers("single", "ruler", "dataset", "local", True)
+    fixed = Prices(prefill=1.0, sample=10.0, train=0.0)
+
+    said = estimate_rl(answers, measured=measured(), judge_prices=lambda model: fixed).text()
+
+    # 28 calls x (600 + 4 trajectories x (300 + 100)) = 61,600 prompt tokens at $1/M, and
+    # 28 x 4 scores x 80 = 8,960 reply tokens at $10/M: $0.0616 + $0.0896.
+    assert "is called once per group: about 28 calls" in said
+    assert "; about $0.15 at LiteLLM's prices for it" in said
+    unpriced = estimate_rl(answers, measured=measured(), judge_prices=lambda model: None).text()
+    assert "LiteLLM's price map has no price for" in unpriced
+    # Without a preflight the calls are counted, not priced: their size is not known.
+    assert estimate_rl(answers).text().count("$") == 0
+
+
+def test_litellms_own_price_map_prices_a_judge_it_knows() -> None:
+    price = litellm_judge_prices("openai/gpt-5")
+    assert price is not None and price.prefill > 0 and price.sample > price.prefill
+    assert litellm_judge_prices("no-such-provider/no-such-model") is None
