@@ -238,6 +238,11 @@ class BotSettings(TokenKeySettings):
             raise ValueError(
                 "ARTBOT_APPROVAL=anyone and ARTBOT_APPROVERS say different things: set one"
             )
+        if bool(self.artbot_preflight_base_url) != bool(self.artbot_preflight_model):
+            raise ValueError(
+                "the preflight needs both ARTBOT_PREFLIGHT_BASE_URL and ARTBOT_PREFLIGHT_MODEL "
+                "(the endpoint and the model it is asked for): set both, or neither"
+            )
         return self
 
     @field_validator("artbot_approval", mode="before")

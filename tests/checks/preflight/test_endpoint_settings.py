@@ -50,3 +50,17 @@ def test_a_well_formed_base_url_is_kept(url: str) -> None:
 def test_an_empty_base_url_is_no_preflight() -> None:
     settings = load_settings({**BASE, "ARTBOT_PREFLIGHT_BASE_URL": ""})
     assert settings.artbot_preflight_base_url is None
+
+
+@pytest.mark.parametrize(
+    "half",
+    [
+        {"ARTBOT_PREFLIGHT_BASE_URL": "http://127.0.0.1:8000/v1"},
+        {"ARTBOT_PREFLIGHT_MODEL": "Qwen/Qwen2.5-7B-Instruct"},
+    ],
+)
+def test_half_a_preflight_endpoint_stops_the_bot_instead_of_offering_no_button(
+    half: dict[str, str],
+) -> None:
+    with pytest.raises(SettingsError, match="ARTBOT_PREFLIGHT_BASE_URL and ARTBOT_PREFLIGHT_MODEL"):
+        load_settings({**BASE, **half})
