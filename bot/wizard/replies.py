@@ -104,7 +104,7 @@ class Replies:
             if self.proposals.decided_in_text(key, stored, incoming.reply, first_time):
                 return
             turn = turns.advance_and_save(
-                key, stored, incoming.reply, user=incoming.user, delivery=delivery
+                key, stored, incoming.reply, user=incoming.user, delivery=delivery, client=client
             )
         if turn is None:
             return

@@ -19,6 +19,7 @@ from assistant import Assistant, Proposal, not_configured
 from bot.delivery.effects import WORKING_STATUSES, Post, Status, ThreadEffect, turn_effects
 from bot.delivery.outbox import Outbox, TurnEffects
 from bot.process.work_slots import WorkSlots
+from bot.slack.answer_stream import AnswerStream
 from bot.slack.blocks import text_message
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import DuplicateDelivery, SlackRecords
@@ -78,13 +79,16 @@ class Turns:
         user: str | None = None,
         first: Sequence[ThreadEffect] = (),
         delivery: str | None = None,
+        client: WebClient | None = None,
     ) -> Turn | None:
         """Compare-and-set: a save that lost a race reloads and applies the reply to what won.
         What the turn says (after `first`) is queued in the outbox, with the session when it
         changed. Given `user`, a typed reply goes to the assistant first (once: a retry after a
         lost race is the engine's alone), and its proposal is posted for the user to accept.
         What the assistant says without changing the session counts only if the session was not
-        saved meanwhile (else it may be about a question that is gone: a lost race too)."""
+        saved meanwhile (else it may be about a question that is gone: a lost race too). Given
+        `client`, the assistant's answer to a question streams into the thread as the model
+        writes it (bot.slack.answer_stream), and the turn then does not post it again."""
         consult = self.assistant is not None and user is not None and reply.value is None
         if consult and delivery is not None and self.records.seen(delivery):
             return None  # a retry of a reply handled already: the model is not asked again
@@ -100,9 +104,12 @@ class Turns:
                 consult = False
                 self.outbox.enqueue(key, [Status(WORKING_STATUSES["thinking"])])
                 thinking = True
+                stream = AnswerStream(client, key, user) if client is not None else None
                 with self.slots.waiting():  # the model answers in seconds
-                    assisted = self.assistant.respond(flow, session, reply, user)
-                turn, proposal = assisted.turn, assisted.proposal
+                    assisted = self.assistant.respond(flow, session, reply, user, on_text=stream)
+                    turn, proposal = assisted.turn, assisted.proposal
+                    if stream is not None:
+                        turn = stream.settle(turn, assisted.answered)
             else:
                 unassisted = not_configured(flow, session, reply) if not self.assistant else None
                 turn = unassisted or advance(flow, session, reply)
