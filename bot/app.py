@@ -123,6 +123,7 @@ def create_app(
     secret = settings.slack_signing_secret
     metrics = metrics or BotMetrics()
     metrics.watch_sessions(services.store.count_by_status)
+    metrics.watch_answer_feedback(services.answer_feedback.counts)
     slots = services.slots
     make_client = web_client_maker(slots, **_client_options(settings))
     oauth: dict[str, Any] = {}

@@ -21,6 +21,7 @@ from bot.process.work_slots import WorkSlots
 from bot.runs.approval import ApprovalPolicy
 from bot.runs.preflight_records import PreflightRecords
 from bot.settings import BotSettings
+from bot.slack.answer_feedback import AnswerFeedbackStore
 from bot.slack.poster import ThreadPoster
 from bot.slack.records import SlackRecords
 from bot.wizard.agent_view import AgentView
@@ -87,6 +88,8 @@ class Services:
     """The slash commands by name: `/train-rl` and `/train-sft`."""
     agent_view: AgentView
     """Conversations begun by a message in the app's DM (Slack's agent view)."""
+    answer_feedback: AnswerFeedbackStore
+    """Helpful or not, said of the assistant's streamed answers."""
     home: HomeTab
     expiry: Expiry
     max_upload_bytes: int
@@ -226,6 +229,7 @@ def build_services(
             for name, flow in (("/train-rl", TRAIN_RL), ("/train-sft", TRAIN_SFT))
         },
         agent_view=AgentView(opener, runs=runs),
+        answer_feedback=AnswerFeedbackStore(engine, schema=schema),
         home=HomeTab(store, runs.runs if runs is not None else None),
         expiry=expiry,
         max_upload_bytes=settings.artbot_max_upload_bytes,

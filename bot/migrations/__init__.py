@@ -20,6 +20,7 @@ def bot_tables() -> tuple[MetaData, ...]:
     from bot.delivery.outbox_rows import metadata as outbox_metadata
     from bot.runs.preflight_records import metadata as preflight_metadata
     from bot.runs.store import metadata as run_metadata
+    from bot.slack.answer_feedback import metadata as feedback_metadata
     from bot.slack.records import metadata as slack_records_metadata
     from bot.workspaces.installations import metadata as installation_metadata
     from storage.sessions import metadata as session_metadata
@@ -29,6 +30,7 @@ def bot_tables() -> tuple[MetaData, ...]:
         slack_records_metadata,
         run_metadata,
         preflight_metadata,
+        feedback_metadata,
         outbox_metadata,
         installation_metadata,
     )
@@ -46,6 +48,7 @@ BOT_DATABASE = MigrationChain(
             "artbot_runs",  # bot.runs.store
             "artbot_approvals",
             "artbot_preflights",  # bot.runs.preflight_records
+            "artbot_answer_feedback",  # bot.slack.answer_feedback
             "artbot_slack_outbox",  # bot.delivery.outbox_rows
             "artbot_workspaces",  # bot.workspaces.store
             "slack_installations",  # bot.workspaces.installations (slack_sdk's stores)

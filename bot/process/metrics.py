@@ -1,8 +1,9 @@
 """The bot's Prometheus metrics, in a registry of its own (one per app), served at /metrics.
 
 Acks and their latency are counted where Bolt answers a request (`ArtbotApp.dispatch`), turns
-where a listener's work ends, sessions by state when scraped. The outbox's depth and retries
-come from whoever delivers it: `watch_outbox(depth)` and `outbox_retries.inc()`.
+where a listener's work ends, sessions by state and the answers' feedback when scraped (from
+the database). The outbox's depth and retries come from whoever delivers it:
+`watch_outbox(depth)` and `outbox_retries.inc()`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,16 @@ ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 3.0
 TURN_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
-class SessionsByState(Collector):
-    """`artbot_sessions{state=...}`, counted from the store when scraped (not kept in memory)."""
+class CountedFromStore(Collector):
+    """A gauge family counted from the database when scraped (not kept in memory): one sample
+    per label value that `count()` returns."""
 
-    def __init__(self, count: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(
+        self, name: str, documentation: str, label: str, count: Callable[[], Mapping[str, int]]
+    ) -> None:
+        self.name = name
+        self._documentation = documentation
+        self._label = label
         self._count = count
 
     def describe(self) -> Iterator[Metric]:
@@ -31,17 +38,12 @@ class SessionsByState(Collector):
 
     def collect(self) -> Iterator[Metric]:
         family = self._family()
-        for state, count in sorted(self._count().items()):
-            family.add_metric([state], count)
+        for value, count in sorted(self._count().items()):
+            family.add_metric([value], count)
         yield family
 
-    @staticmethod
-    def _family() -> GaugeMetricFamily:
-        return GaugeMetricFamily(
-            "artbot_sessions",
-            "Wizard sessions by state (active, complete, cancelled).",
-            labels=["state"],
-        )
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(self.name, self._documentation, labels=[self._label])
 
 
 class BotMetrics:
@@ -85,18 +87,42 @@ class BotMetrics:
             "Outbox deliveries tried again after a failure (429, 5xx, a dropped connection).",
             registry=self.registry,
         )
-        self._sessions: SessionsByState | None = None
+        self._from_store: dict[str, CountedFromStore] = {}
 
     def watch_outbox(self, depth: Callable[[], float]) -> None:
         """Read the outbox's depth from `depth()` at every scrape."""
         self.outbox_depth.set_function(depth)
 
     def watch_sessions(self, count: Callable[[], Mapping[str, int]]) -> None:
-        """Count sessions by state with `count()` at every scrape (once per registry)."""
-        if self._sessions is not None:
-            self.registry.unregister(self._sessions)
-        self._sessions = SessionsByState(count)
-        self.registry.register(self._sessions)
+        """`artbot_sessions{state}`: sessions by state, from `count()` at every scrape."""
+        self._watch(
+            CountedFromStore(
+                "artbot_sessions",
+                "Wizard sessions by state (active, complete, cancelled).",
+                "state",
+                count,
+            )
+        )
+
+    def watch_answer_feedback(self, count: Callable[[], Mapping[str, int]]) -> None:
+        """`artbot_answer_feedback{verdict}`: what people said of the assistant's streamed
+        answers (helpful, unhelpful: each person's last word on each answer), at every scrape."""
+        self._watch(
+            CountedFromStore(
+                "artbot_answer_feedback",
+                "The assistant's answers marked helpful or unhelpful (each person's last word).",
+                "verdict",
+                count,
+            )
+        )
+
+    def _watch(self, collector: CountedFromStore) -> None:
+        """Register `collector`, in place of an earlier one of its name (once per registry)."""
+        earlier = self._from_store.pop(collector.name, None)
+        if earlier is not None:
+            self.registry.unregister(earlier)
+        self._from_store[collector.name] = collector
+        self.registry.register(collector)
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format."""

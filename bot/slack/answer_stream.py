@@ -28,6 +28,7 @@ from collections.abc import Callable
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackRequestError
 
+from bot.slack.blocks import feedback_buttons
 from bot.slack.text import escape
 from flows import Notice, Turn
 from isolation.redaction import redact
@@ -125,7 +126,10 @@ class AnswerStream:
     def _stop(self) -> None:
         assert self._ts is not None
         self._client.chat_stopStream(
-            channel=self._key.channel, ts=self._ts, markdown_text=self._waiting or None
+            channel=self._key.channel,
+            ts=self._ts,
+            markdown_text=self._waiting or None,
+            blocks=[feedback_buttons()],  # helpful or not: bot.slack.answer_feedback
         )
         self._waiting = ""
 

@@ -44,6 +44,8 @@ RUN_COMPARE_ACTION = "run_compare_previous"
 """A finished run's *Compare with the previous run of this project* (bot.runs.compare)."""
 RUN_TRY_ACTION = "run_try"
 """A succeeded run's *Try it*: a modal asking for a prompt (bot.runs.tryit)."""
+ANSWER_FEEDBACK_ACTION = "answer_feedback"
+"""The feedback buttons under a streamed answer of the assistant (bot.slack.answer_feedback)."""
 TRY_MODAL = "run_try_modal"
 """The callback_id of that modal; its private_metadata is the run's id, a space, its channel."""
 RESULT_STEP = "result"
@@ -287,6 +289,30 @@ def superseded_message(question_text: str) -> SlackMessage:
     thread): its text, without buttons."""
     question = clip(escape(question_text), SECTION_LIMIT - 60)
     return text_message(f"{question}\n:arrow_down: _No longer open: the open question is below._")
+
+
+def feedback_buttons() -> Block:
+    """Helpful / not helpful under an assistant's answer (Block Kit's feedback buttons, in a
+    context actions block); the click's message ts says which answer."""
+    return {
+        "type": "context_actions",
+        "elements": [
+            {
+                "type": "feedback_buttons",
+                "action_id": ANSWER_FEEDBACK_ACTION,
+                "positive_button": {
+                    "text": {"type": "plain_text", "text": "Helpful"},
+                    "value": "helpful",
+                    "accessibility_label": "This answer was helpful",
+                },
+                "negative_button": {
+                    "text": {"type": "plain_text", "text": "Not helpful"},
+                    "value": "unhelpful",
+                    "accessibility_label": "This answer was not helpful",
+                },
+            }
+        ],
+    }
 
 
 def result_buttons(session_ref: str, *, preflight: bool = False) -> Block:

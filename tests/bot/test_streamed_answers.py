@@ -11,11 +11,14 @@ from collections.abc import Iterator
 import pytest
 
 from bot.slack.answer_stream import CUT_SHORT
+from bot.slack.blocks import ANSWER_FEEDBACK_ACTION
 from bot.slack.text import escape
 from isolation.redaction import redact
 from tests.bot.conftest import BotFactory, SlackUser
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.fakes.slack_api import Message
+from tests.fakes.slack_requests import block_actions
+from tests.fakes.workspace import USER_ID
 
 SECRET = "sk-proj-abcdEFGH1234ijklMNOP5678qrst"
 PIECES = (
@@ -46,7 +49,7 @@ def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
         ARTBOT_LLM_MODEL="gpt-test",
         ARTBOT_LLM_BASE_URL=model.base_url,
         ARTBOT_LLM_API_KEY=model.key,
-        ARTBOT_LLM_TIMEOUT_S="0.5",
+        ARTBOT_LLM_TIMEOUT_S="10",  # no test of a timeout here: a loaded CI host is slow
     )
     owner = SlackUser(bot)
     owner.command()
@@ -117,3 +120,36 @@ def test_a_stream_cut_short_part_way_is_said_so_and_the_whole_answer_posted_once
     assert whole == [user.open_question()]  # once, whole, with the question asked again
     for chunk in user.fake.stream_chunks(cut.channel, cut.ts):
         assert SECRET[:12] not in chunk and SECRET[24:] not in chunk
+
+
+def test_feedback_under_a_streamed_answer_is_each_persons_last_word_and_counted(
+    user: SlackUser, model: FakeOpenAI
+) -> None:
+    model.script(Scripted.streamed(*PIECES))
+    user.reply("what does static mean?")
+    user.settle()
+    (answer,) = streamed(user)
+    assert [b["type"] for b in answer.blocks or []] == ["context_actions"]
+
+    def click(verdict: str, who: str) -> None:
+        request = block_actions(
+            ANSWER_FEEDBACK_ACTION,
+            verdict,
+            message_ts=answer.ts,
+            message=answer.to_slack(),
+            action_type="feedback_buttons",
+            user_id=who,
+        )
+        assert user.bot.dispatch(request) == 200
+
+    done = user.bot.works_done()
+    click("helpful", USER_ID)
+    click("unhelpful", USER_ID)  # changed their mind: the last word counts
+    click("helpful", "U0COLLEAGUE")
+    click("<forged>", "U0COLLEAGUE")  # not a value of ours: nothing recorded
+    user.bot.wait_for_works_done(done + 3)
+
+    assert user.bot.service.answer_feedback.counts() == {"helpful": 1, "unhelpful": 1}
+    exposed = user.bot.app.metrics.exposition().decode()
+    assert 'artbot_answer_feedback{verdict="helpful"} 1.0' in exposed
+    assert 'artbot_answer_feedback{verdict="unhelpful"} 1.0' in exposed

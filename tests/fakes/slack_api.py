@@ -1839,6 +1839,41 @@ def modal_errors(view: Any) -> list[str]:
     return errors
 
 
+def _context_actions_errors(block: JsonObject, at: str, errors: list[str]) -> None:
+    """A context actions block: 1 to 5 feedback buttons or icon buttons; a feedback buttons
+    element has a positive and a negative button, each plain text of at most 75 characters and a
+    value of at most 2,000 (docs.slack.dev: context actions block, feedback buttons element)."""
+    elements = block.get("elements")
+    if not isinstance(elements, list) or not elements:
+        errors.append(f"missing required field: elements [json-pointer:{at}/elements]")
+        return
+    if len(elements) > 5:
+        errors.append(f"no more than 5 items allowed [json-pointer:{at}/elements]")
+    for j, element in enumerate(cast(list[Any], elements)):
+        where = f"{at}/elements/{j}"
+        kind = element.get("type") if isinstance(element, dict) else None
+        if kind == "icon_button":
+            continue
+        if kind != "feedback_buttons":
+            errors.append(f"must be feedback_buttons or icon_button [json-pointer:{where}/type]")
+            continue
+        for side in ("positive_button", "negative_button"):
+            button = cast(JsonObject, element).get(side)
+            if not isinstance(button, dict):
+                errors.append(f"missing required field: {side} [json-pointer:{where}/{side}]")
+                continue
+            button = cast(JsonObject, button)
+            text = button.get("text")
+            if not isinstance(text, dict) or cast(JsonObject, text).get("type") != "plain_text":
+                errors.append(f"must be a plain_text object [json-pointer:{where}/{side}/text]")
+            else:
+                _too_long(cast(JsonObject, text).get("text"), 75, f"{where}/{side}/text", errors)
+            if not isinstance(button.get("value"), str):
+                errors.append(f"missing required field: value [json-pointer:{where}/{side}]")
+            else:
+                _too_long(button.get("value"), 2000, f"{where}/{side}/value", errors)
+
+
 def block_errors(blocks: Any, *, max_blocks: int = MAX_MESSAGE_BLOCKS) -> list[str]:
     """Slack's complaints about `blocks` (the limits the bot can hit); none when it accepts them."""
     if not isinstance(blocks, list):
@@ -1877,6 +1912,8 @@ def block_errors(blocks: Any, *, max_blocks: int = MAX_MESSAGE_BLOCKS) -> list[s
                 _element_errors(block["accessory"], f"{at}/accessory", errors)
         elif kind == "header" and isinstance(text, dict):
             _too_long(cast(JsonObject, text).get("text"), 150, f"{at}/text/text", errors)
+        elif kind == "context_actions":
+            _context_actions_errors(block, at, errors)
         elif kind in ("actions", "context"):
             elements = block.get("elements") or []
             limit = 25 if kind == "actions" else 10

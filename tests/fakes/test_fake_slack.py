@@ -956,3 +956,21 @@ def test_streaming_is_checked_as_slack_does(fake: FakeSlack) -> None:
     streamer.stop()
     assert streamer.ts is not None
     assert fake.stream_chunks(DM_ID, streamer.ts) == ["one ", "two"]
+
+
+def test_feedback_buttons_are_checked_as_block_kit_documents_them(fake: FakeSlack) -> None:
+    client = WebClient(token=BOT_TOKEN, base_url=fake.base_url)
+    button = {"text": {"type": "plain_text", "text": "Helpful"}, "value": "helpful"}
+    good = {"type": "feedback_buttons", "positive_button": button, "negative_button": button}
+    client.chat_postMessage(
+        channel=CHANNEL_ID, text="x", blocks=[{"type": "context_actions", "elements": [good]}]
+    )
+
+    one_sided = {"type": "feedback_buttons", "positive_button": button}
+    for elements in ([good] * 6, [one_sided], [{"type": "button", "text": "x"}], []):
+        with pytest.raises(SlackApiError, match="invalid_blocks"):
+            client.chat_postMessage(
+                channel=CHANNEL_ID,
+                text="x",
+                blocks=[{"type": "context_actions", "elements": elements}],
+            )

@@ -36,7 +36,7 @@ from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = SessionKey("T0001", "C0001", "1712345678.000100")
-HEAD = "0008"  # the newest migration: bump with each new one
+HEAD = "0009"  # the newest migration: bump with each new one
 MODELS: tuple[MetaData, ...] = BOT_DATABASE.tables
 MODEL_TABLES = {table.name for metadata in MODELS for table in metadata.tables.values()}
 

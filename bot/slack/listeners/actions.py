@@ -1,19 +1,22 @@
-"""Button clicks in a wizard's thread: a question's answers, the assistant's proposals and the
-buttons under a script; and how a click's payload is read (who, where, which delivery)."""
+"""Button clicks in a wizard's thread: a question's answers, the assistant's proposals, the
+buttons under a script and the feedback on a streamed answer; and how a click's payload is read
+(who, where, which delivery)."""
 
 from __future__ import annotations
 
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 
 from bot.services import Services
+from bot.slack.answer_feedback import VERDICTS, Verdict
 from bot.slack.blocks import (
     ANSWER_ACTION,
+    ANSWER_FEEDBACK_ACTION,
     PROPOSAL_ACCEPT,
     PROPOSAL_REANSWER,
     RESULT_ACTIONS,
@@ -114,6 +117,27 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
             key=key,
             once=delivery,
             errors_in_thread=True,
+        )
+
+    @app.action(ANSWER_FEEDBACK_ACTION)
+    def on_answer_feedback(
+        ack: Ack, body: dict[str, Any], action: dict[str, Any], context: BoltContext
+    ) -> None:
+        """Helpful / not helpful under a streamed answer: the clicker's last word on it."""
+        ack()
+        user, verdict = clicker(body), optional_text(action, "value")
+        channel = text_at(body, "channel", "id") or text_at(body, "container", "channel_id")
+        message_ts = text_at(body, "container", "message_ts") or text_at(body, "message", "ts")
+        team = clicked_team(body) or context.team_id
+        if verdict not in VERDICTS or not (channel and message_ts and team):
+            return  # not one of our buttons' values: nothing to record
+        record = services.answer_feedback.record
+        after_ack.submit(
+            context,
+            "action",
+            lambda: record(team, channel, message_ts, user, cast(Verdict, verdict)),
+            team=team,
+            channel=channel,
         )
 
 
