@@ -104,6 +104,7 @@ WORKING_STATUSES = {
     "thinking": "is thinking…",
     "dry_run": "is dry-running your script on a CPU…",
     "preflight": "is running the preflight against the model…",
+    "reading": "is reading your file…",
 }
 """What the thread's status says while artbot works, by what it is doing."""
 

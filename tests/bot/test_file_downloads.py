@@ -80,3 +80,6 @@ def test_a_file_on_slacks_own_host_is_downloaded_with_the_token(make_bot: BotFac
     assert not any("cannot download" in text or "failed" in text for text in said), said
     downloads = user.fake.calls("files-pri")
     assert downloads and downloads[0].headers.get("Authorization") == f"Bearer {BOT_TOKEN}"
+    # The thread said it was reading the file while it was, and no longer once it was read.
+    user.fake.wait_for(lambda f: f.status(user.channel, user.thread) == "")
+    assert "is reading your file…" in user.fake.statuses(user.channel, user.thread)

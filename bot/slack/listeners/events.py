@@ -10,6 +10,7 @@ from typing import Any
 from slack_bolt import App, BoltContext
 from slack_sdk import WebClient
 
+from bot.delivery.effects import WORKING_STATUSES, Status
 from bot.services import Services
 from bot.slack.attachments import attachment_from_file
 from bot.slack.listeners.guard import AfterAck, guarded
@@ -60,11 +61,24 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
             return
         limit = services.max_upload_bytes
         if event_files(event):  # downloading them is I/O: after the ack, with the rest
-            message_incoming(event, body, client, context, limit, download=False)  # well formed
+            checked = message_incoming(event, body, client, context, limit, download=False)
+            key = checked.key if isinstance(checked, Incoming) else None
+
+            def read_and_answer() -> None:
+                # A wizard's thread says it is reading the file while it is downloaded and read.
+                reading = key is not None and services.store.get(key) is not None
+                if reading and key is not None:
+                    services.outbox.enqueue(key, [Status(WORKING_STATUSES["reading"])])
+                try:
+                    answer(message_incoming(event, body, client, context, limit))
+                finally:
+                    if reading and key is not None:
+                        services.outbox.enqueue(key, [Status("")])
+
             after_ack.submit(
                 context,
                 "event",
-                lambda: answer(message_incoming(event, body, client, context, limit)),
+                read_and_answer,
                 team=context.team_id,
                 channel=text_at(event, "channel"),
             )
