@@ -45,15 +45,25 @@ FEEDBACK = cast(Table, AnswerFeedback.__table__)
 class AnswerFeedbackStore(SqlStore):
     """The verdicts, on the bot's database. Each method is one transaction."""
 
-    def record(self, team: str, channel: str, message_ts: str, user: str, verdict: Verdict) -> None:
-        """`user` found the answer `message_ts` helpful or not: their last word on it."""
+    def record(
+        self,
+        team: str,
+        channel: str,
+        message_ts: str,
+        user: str,
+        verdict: Verdict,
+        clicked_at: datetime | None = None,
+    ) -> None:
+        """`user` found the answer `message_ts` helpful or not at `clicked_at` (Slack's time of
+        the click; now when unknown): their last word on it, whichever order two quick clicks
+        are handled in (an older click never replaces a newer one)."""
         values = {
             "team": team,
             "channel": channel,
             "message_ts": message_ts,
             "user": user,
             "helpful": int(verdict == "helpful"),
-            "at": self._clock(),
+            "at": clicked_at or self._clock(),
         }
         with self._writing() as connection:
             insert = (
@@ -65,6 +75,7 @@ class AnswerFeedbackStore(SqlStore):
                 insert.on_conflict_do_update(
                     index_elements=["team", "channel", "message_ts", "user"],
                     set_={"helpful": insert.excluded.helpful, "at": insert.excluded.at},
+                    where=FEEDBACK.c.at < insert.excluded.at,
                 )
             )
 

@@ -23,6 +23,7 @@ from checks.dryrun import DryrunReport
 from isolation.sandbox import Sandbox
 from storage.sessions import SessionKey
 from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
+from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack, Message
 from tests.fakes.slack_requests import (
     SignedRequest,
@@ -349,3 +350,26 @@ def answer_after_the_reward(user: SlackUser) -> None:
     user.click("Use defaults")
     user.click("Epochs over the fixed dataset")
     user.wait_for_result()
+
+
+@pytest.fixture
+def model() -> Iterator[FakeOpenAI]:
+    """The assistant's model: the fake OpenAI server, strict (a test that made it refuse what
+    OpenAI would refuse fails)."""
+    with FakeOpenAI() as server:
+        yield server
+        assert server.refused == [], "the fake refused requests OpenAI would refuse"
+
+
+def with_the_assistant(make_bot: BotFactory, model: FakeOpenAI, **settings: str) -> SlackUser:
+    """The owner of a new wizard on a bot whose assistant asks `model`."""
+    environment = {
+        "ARTBOT_LLM_MODEL": "gpt-test",
+        "ARTBOT_LLM_BASE_URL": model.base_url,
+        "ARTBOT_LLM_API_KEY": model.key,
+        **settings,
+    }
+    bot = make_bot(**environment)
+    owner = SlackUser(bot)
+    owner.command()
+    return owner

@@ -42,7 +42,8 @@ def test_a_task_typed_in_the_dm_opens_the_rl_wizard_in_its_thread_through_to_the
 
     script = uploaded_script(fake, f"{answers['run_name']}.py")
     assert script == formatted_script(replay(TRAIN_RL, answers).answers)
-    assert user.result_cards()  # the card, in the DM's thread
+    card = user.wait_for_result()  # the card, in the DM's thread (it follows the upload)
+    assert card.channel == DM and card.thread_ts == user.thread
 
 
 def test_the_fine_tuning_prompt_opens_the_sft_wizard(make_bot: BotFactory, fake: FakeSlack) -> None:

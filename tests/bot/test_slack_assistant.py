@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from bot.services import LISTENER_SLOTS
 from bot.slack.blocks import PROPOSAL_ACCEPT, PROPOSAL_HELD, proposal_message
 from bot.wizard.replies import Incoming
 from flows import TRAIN_RL, Reply, advance
-from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.conftest import BotFactory, SlackUser, with_the_assistant
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.fakes.slack_api import FakeSlack, Message
 from tests.fakes.slack_requests import block_actions
@@ -36,23 +36,8 @@ OTHER_USER = "U0OTHER"
 
 
 @pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-        assert server.refused == [], "the fake refused requests OpenAI would refuse"
-
-
-@pytest.fixture
 def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
-    bot = make_bot(
-        ARTBOT_LLM_MODEL="gpt-test",
-        ARTBOT_LLM_BASE_URL=model.base_url,
-        ARTBOT_LLM_API_KEY=model.key,
-        ARTBOT_LLM_TIMEOUT_S="0.5",
-    )
-    owner = SlackUser(bot)
-    owner.command()
-    return owner
+    return with_the_assistant(make_bot, model, ARTBOT_LLM_TIMEOUT_S="0.5")
 
 
 def reading(value: str | None, reason: str = "") -> Scripted:

@@ -6,12 +6,11 @@ Slack, a real database."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
 from bot.wizard.drafts import DRAFT_AGAIN
-from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.conftest import BotFactory, SlackUser, with_the_assistant
 from tests.bot.test_slack_assistant import (
     NO_ADVICE,
     ROWS,
@@ -62,21 +61,8 @@ INBOX_TOOLS = [
 
 
 @pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-        assert server.refused == [], "the fake refused requests OpenAI would refuse"
-
-
-@pytest.fixture
 def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
-    bot = make_bot(
-        ARTBOT_LLM_MODEL="gpt-test",
-        ARTBOT_LLM_BASE_URL=model.base_url,
-        ARTBOT_LLM_API_KEY=model.key,
-    )
-    owner = SlackUser(bot)
-    owner.command()
+    owner = with_the_assistant(make_bot, model)
     model.script(NO_ADVICE)
     to_the_reward_code(owner)
     model.requests.clear()

@@ -89,9 +89,8 @@ def test_preflight_runs_the_scripts_rollouts_against_the_endpoint_and_reports_in
     latest = bot.service.results.latest_script(user.key, stored.session.answers)
     assert latest is not None
     script = latest[1]
-    kept = PreflightRecords.open(bot.settings.artbot_database_url).latest(
-        user.key, script_digest(script)
-    )
+    records = PreflightRecords.open(make_bot.database.url, schema=make_bot.database.schema)
+    kept = records.latest(user.key, script_digest(script))
     assert kept is not None and kept.rollouts == 8 and kept.groups == 2
     assert kept.model == "stand-in-model" and not kept.base_model
     # The thread's status line said it was working, and was cleared once the report was in.

@@ -4,12 +4,10 @@ each question comes, as its recommended button with the reason; the owner still 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.assistant.test_recommendations import AGENT
-from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.conftest import BotFactory, SlackUser, with_the_assistant
 from tests.bot.test_slack_assistant import ROWS, buttons_of, stored_answers
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.fakes.slack_requests import event_callback, file_share_event
@@ -19,22 +17,8 @@ CHECKABLE = "The answers are exact numbers, which code can check."
 
 
 @pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-        assert server.refused == [], "the fake refused requests OpenAI would refuse"
-
-
-@pytest.fixture
 def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
-    bot = make_bot(
-        ARTBOT_LLM_MODEL="gpt-test",
-        ARTBOT_LLM_BASE_URL=model.base_url,
-        ARTBOT_LLM_API_KEY=model.key,
-    )
-    owner = SlackUser(bot)
-    owner.command()
-    return owner
+    return with_the_assistant(make_bot, model)
 
 
 def test_a_recommendation_is_shown_on_its_question_and_counts_only_when_picked(

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 
 import pytest
 
 from tests.assistant.test_repo_reply import EMAIL_AGENT_ZIP, TOOLS, zipped
-from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.conftest import BotFactory, SlackUser, with_the_assistant
 from tests.bot.test_slack_assistant import NO_ADVICE, buttons_of, proposals, stored_answers
 from tests.bot.test_slack_drafts import INBOX_ROWS, TOOL_TASK
 from tests.fakes.openai_server import FakeOpenAI, Scripted
@@ -22,22 +21,8 @@ READ = "Read 5 Python files from email-agent.zip and email-agent/pyproject.toml"
 
 
 @pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-        assert server.refused == [], "the fake refused requests OpenAI would refuse"
-
-
-@pytest.fixture
 def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
-    bot = make_bot(
-        ARTBOT_LLM_MODEL="gpt-test",
-        ARTBOT_LLM_BASE_URL=model.base_url,
-        ARTBOT_LLM_API_KEY=model.key,
-    )
-    owner = SlackUser(bot)
-    owner.command()
-    return owner
+    return with_the_assistant(make_bot, model)
 
 
 def drop(user: SlackUser, name: str, content: bytes) -> None:

@@ -6,7 +6,7 @@ slack_sdk against the fake Slack."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -14,7 +14,7 @@ from bot.slack.answer_stream import CUT_SHORT
 from bot.slack.blocks import ANSWER_FEEDBACK_ACTION
 from bot.slack.text import escape
 from isolation.redaction import redact
-from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.conftest import BotFactory, SlackUser, with_the_assistant
 from tests.fakes.openai_server import FakeOpenAI, Scripted
 from tests.fakes.slack_api import Message
 from tests.fakes.slack_requests import block_actions
@@ -37,23 +37,9 @@ SHOWN = escape(redact(REPLY))
 
 
 @pytest.fixture
-def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-        assert server.refused == [], "the fake refused requests OpenAI would refuse"
-
-
-@pytest.fixture
 def user(make_bot: BotFactory, model: FakeOpenAI) -> SlackUser:
-    bot = make_bot(
-        ARTBOT_LLM_MODEL="gpt-test",
-        ARTBOT_LLM_BASE_URL=model.base_url,
-        ARTBOT_LLM_API_KEY=model.key,
-        ARTBOT_LLM_TIMEOUT_S="10",  # no test of a timeout here: a loaded CI host is slow
-    )
-    owner = SlackUser(bot)
-    owner.command()
-    return owner
+    # No test of a timeout here: the model has all the time a loaded CI host needs.
+    return with_the_assistant(make_bot, model, ARTBOT_LLM_TIMEOUT_S="10")
 
 
 def streamed(user: SlackUser) -> list[Message]:
@@ -153,3 +139,12 @@ def test_feedback_under_a_streamed_answer_is_each_persons_last_word_and_counted(
     exposed = user.bot.app.metrics.exposition().decode()
     assert 'artbot_answer_feedback{verdict="helpful"} 1.0' in exposed
     assert 'artbot_answer_feedback{verdict="unhelpful"} 1.0' in exposed
+
+
+def test_an_older_click_handled_last_does_not_replace_a_newer_one(make_bot: BotFactory) -> None:
+    feedback = make_bot().service.answer_feedback
+    newer = datetime(2026, 11, 27, 12, 0, 2, tzinfo=UTC)
+    older = datetime(2026, 11, 27, 12, 0, 1, tzinfo=UTC)
+    feedback.record("T1", "D1", "1.000001", "U1", "unhelpful", newer)
+    feedback.record("T1", "D1", "1.000001", "U1", "helpful", older)
+    assert feedback.counts() == {"helpful": 0, "unhelpful": 1}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from slack_bolt import Ack, App, BoltContext
@@ -132,13 +133,22 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         if verdict not in VERDICTS or not (channel and message_ts and team):
             return  # not one of our buttons' values: nothing to record
         record = services.answer_feedback.record
+        clicked_at = slack_time(text_at(action, "action_ts"))
         after_ack.submit(
             context,
             "action",
-            lambda: record(team, channel, message_ts, user, cast(Verdict, verdict)),
+            lambda: record(team, channel, message_ts, user, cast(Verdict, verdict), clicked_at),
             team=team,
             channel=channel,
         )
+
+
+def slack_time(ts: str | None) -> datetime | None:
+    """A Slack timestamp ("1700000000.123456") as a UTC datetime; None when it is not one."""
+    try:
+        return datetime.fromtimestamp(float(ts or ""), UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def action_key(body: Mapping[str, Any]) -> SessionKey | None:
