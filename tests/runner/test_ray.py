@@ -30,12 +30,21 @@ SECRET = "sk-ray-test-secret-value-0123456789"
 WANDB_SECRET = "wandb-test-secret-value-abcdef"
 
 
+RAY_REFUSED: list[str] = []
+"""Why the Ray head did not start, once it did not: the tests after the first skip at once
+instead of trying again (pytest does not keep a session fixture's skip; each try costs minutes
+on a loaded host)."""
+
+
 @pytest.fixture(scope="session")
 def ray_head() -> Iterator[RayHead]:
+    if RAY_REFUSED:
+        pytest.skip(RAY_REFUSED[0])
     try:
         head = start_ray_head()
     except RuntimeError as error:
-        pytest.skip(f"Ray cannot start here: {error}")
+        RAY_REFUSED.append(f"Ray cannot start here: {error}")
+        pytest.skip(RAY_REFUSED[0])
     yield head
     head.stop()
 
