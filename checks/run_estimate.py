@@ -32,15 +32,21 @@ class Prices:
     train: float
 
 
+def _package_file(package: str, name: str) -> Path | None:
+    """The file `name` in an installed package's folder, found without importing the package;
+    None when the package is not installed."""
+    spec = importlib.util.find_spec(package)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    return Path(folders[0]) / name if folders else None
+
+
 @functools.cache
 def _art_costs() -> ModuleType:
     """ART's own `art/costs.py`, loaded alone: importing `art.costs` would import all of ART
     (seconds, and LiteLLM reaching for the network), and the table needs none of it."""
-    spec = importlib.util.find_spec("art")
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not folders:
+    path = _package_file("art", "costs.py")
+    if path is None:
         raise ModuleNotFoundError("the art package (openpipe-art) is not installed")
-    path = Path(folders[0]) / "costs.py"
     loaded = importlib.util.spec_from_file_location("artbot_art_costs", path)
     if loaded is None or loaded.loader is None:
         raise ModuleNotFoundError(f"no art/costs.py at {path}")
@@ -220,14 +226,11 @@ def _judge_line(
 def _litellm_prices() -> Mapping[str, Any]:
     """LiteLLM's bundled price map (model_prices_and_context_window_backup.json), read alone:
     importing litellm takes seconds and may reach for the network."""
-    spec = importlib.util.find_spec("litellm")
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    for folder in folders:
-        path = Path(folder) / "model_prices_and_context_window_backup.json"
-        if path.is_file():
-            loaded = json.loads(path.read_text(encoding="utf-8"))
-            return loaded if isinstance(loaded, dict) else {}
-    return {}
+    path = _package_file("litellm", "model_prices_and_context_window_backup.json")
+    if path is None or not path.is_file():
+        return {}
+    loaded = json.loads(path.read_text(encoding="utf-8"))
+    return loaded if isinstance(loaded, dict) else {}
 
 
 def litellm_judge_prices(model: str) -> Prices | None:
