@@ -18,8 +18,8 @@ from bot.delivery.effects import Post
 from bot.slack.blocks import text_message
 from bot.slack.text import clip
 from bot.wizard.command import NO_RUNNER
-from bot.wizard.opening import ThreadOpener
-from flows import TRAIN_RL, TRAIN_SFT, Flow, Session, begin
+from bot.wizard.opening import ThreadOpener, first_turn
+from flows import TRAIN_RL, TRAIN_SFT, Flow
 from storage.sessions import SessionKey
 
 if TYPE_CHECKING:
@@ -85,8 +85,7 @@ class AgentView:
             self._begin(key, user, TRAIN_RL, task)
 
     def _begin(self, key: SessionKey, user: str, flow: Flow, task: str) -> None:
-        prefill = {"task": task} if task and flow.has_step("task") else None
-        opened = self.opener.begin_in(key, user, begin(flow, Session.start(flow.id, prefill)))
+        opened = self.opener.begin_in(key, user, first_turn(flow, task))
         if opened is None:
             log.info("the agent-view thread %s has a wizard already", key)
 

@@ -43,9 +43,7 @@ class ThreadOpener:
             + (f" for: _{escape(clip(task, 300))}_" if task else "")
             + ".\nAnswers go in this thread; only they can answer."
         )
-        prefill = {"task": task} if task and flow.has_step("task") else None
-        session = Session.start(flow.id, prefill=prefill)
-        return self.open_thread(client, team, channel, user, headline, begin(flow, session))
+        return self.open_thread(client, team, channel, user, headline, first_turn(flow, task))
 
     def open_thread(
         self, client: WebClient, team: str, channel: str, user: str, headline: str, turn: Turn
@@ -75,3 +73,10 @@ class ThreadOpener:
         except DuplicateSession:
             return None
         return key
+
+
+def first_turn(flow: Flow, task: str) -> Turn:
+    """A new wizard of `flow`, its first question asked; `task` (what the user said they want)
+    offered as the answer to the task question where `flow` has one."""
+    prefill = {"task": task} if task and flow.has_step("task") else None
+    return begin(flow, Session.start(flow.id, prefill=prefill))
