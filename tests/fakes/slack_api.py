@@ -1776,6 +1776,44 @@ def _element_errors(element: Any, pointer: str, errors: list[str]) -> None:
             _too_long(cast(JsonObject, text).get("text"), 75, f"{pointer}/text/text", errors)
         _too_long(element.get("value"), 2000, f"{pointer}/value", errors)
         _too_long(element.get("url"), 3000, f"{pointer}/url", errors)
+    elif element.get("type") in _OPTION_LIMITS:
+        _options_errors(element, pointer, errors)
+
+
+_OPTION_LIMITS = {"static_select": 100, "overflow": 5, "checkboxes": 10, "radio_buttons": 10}
+"""How many options each element takes (docs.slack.dev: block elements)."""
+
+
+def _options_errors(element: JsonObject, pointer: str, errors: list[str]) -> None:
+    """A select's, overflow's, checkboxes' or radio buttons' options: 1 up to the element's
+    limit, each a text of at most 75 characters (plain_text in a select) and a value of at most
+    150; a select's placeholder is plain_text of at most 150."""
+    kind = str(element.get("type"))
+    options = element.get("options")
+    if not isinstance(options, list) or not options:
+        errors.append(f"missing required field: options [json-pointer:{pointer}/options]")
+        return
+    limit = _OPTION_LIMITS[kind]
+    if len(options) > limit:
+        errors.append(f"no more than {limit} items allowed [json-pointer:{pointer}/options]")
+    for j, option in enumerate(cast(list[Any], options)):
+        at = f"{pointer}/options/{j}"
+        text = option.get("text") if isinstance(option, dict) else None
+        kinds = (
+            ("plain_text",) if kind in ("static_select", "overflow") else ("plain_text", "mrkdwn")
+        )
+        if not isinstance(text, dict) or cast(JsonObject, text).get("type") not in kinds:
+            errors.append(f"must be a {' or '.join(kinds)} object [json-pointer:{at}/text]")
+        else:
+            _too_long(cast(JsonObject, text).get("text"), 75, f"{at}/text/text", errors)
+        value = option.get("value") if isinstance(option, dict) else None
+        if not isinstance(value, str):
+            errors.append(f"missing required field: value [json-pointer:{at}/value]")
+        else:
+            _too_long(value, 150, f"{at}/value", errors)
+    placeholder = element.get("placeholder")
+    if isinstance(placeholder, dict):
+        _too_long(cast(JsonObject, placeholder).get("text"), 150, f"{pointer}/placeholder", errors)
 
 
 @dataclass
@@ -1826,6 +1864,8 @@ def modal_errors(view: Any) -> list[str]:
             continue
         element = cast(JsonObject, element)
         _too_long(element.get("action_id"), 255, f"/blocks/{i}/element/action_id", errors)
+        if element.get("type") in _OPTION_LIMITS:
+            _options_errors(element, f"/blocks/{i}/element", errors)
         if element.get("type") == "plain_text_input":
             for bound in ("min_length", "max_length"):
                 value = element.get(bound)

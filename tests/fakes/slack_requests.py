@@ -649,7 +649,7 @@ def block_actions(
 
 def view_submission(
     view: Mapping[str, Any],
-    values: Mapping[str, Mapping[str, str]],
+    values: Mapping[str, Mapping[str, str | list[str]]],
     *,
     user_id: str = USER_ID,
     user_name: str = USER_NAME,
@@ -658,14 +658,24 @@ def view_submission(
     signing_secret: str = SIGNING_SECRET,
 ) -> SignedRequest:
     """The submit of an opened modal (`view` as views.open returned it) with what was typed:
-    `values[block_id][action_id]` is a plain_text_input's text (missing inputs are null)."""
+    `values[block_id][action_id]` is a plain_text_input's text (missing inputs are null), or the
+    values of the options ticked in a checkboxes element (Slack sends `selected_options`, empty
+    when none is ticked)."""
     state: dict[str, Any] = {}
     for block in view.get("blocks", []):
         if block.get("type") != "input":
             continue
         element = block["element"]
         typed = values.get(block["block_id"], {}).get(element["action_id"])
-        state[block["block_id"]] = {element["action_id"]: {"type": element["type"], "value": typed}}
+        entry: dict[str, Any] = {"type": element["type"]}
+        if element["type"] == "checkboxes":
+            ticked = [typed] if isinstance(typed, str) else list(typed or [])
+            entry["selected_options"] = [
+                option for option in element.get("options", []) if option["value"] in ticked
+            ]
+        else:
+            entry["value"] = typed
+        state[block["block_id"]] = {element["action_id"]: entry}
     submitted = {key: value for key, value in view.items() if not key.startswith("_")}
     submitted["state"] = {"values": state}
     payload: dict[str, Any] = {

@@ -210,6 +210,31 @@ def test_block_kit_limits_are_enforced(client: WebClient) -> None:
         client.chat_postMessage(channel=CHANNEL_ID)
 
 
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        ([], "missing required field: options"),
+        (
+            [{"text": {"type": "plain_text", "text": f"{i}"}, "value": f"{i}"} for i in range(101)],
+            "no more than 100 items allowed",
+        ),
+        ([{"text": {"type": "plain_text", "text": "a"}, "value": "v" * 151}], "/options/0/value"),
+        ([{"text": {"type": "mrkdwn", "text": "a"}, "value": "v"}], "must be a plain_text object"),
+        ([{"text": {"type": "plain_text", "text": "a" * 76}, "value": "v"}], "/options/0/text"),
+    ],
+)
+def test_a_select_is_checked_as_block_kit_documents_it(
+    client: WebClient, options: list[dict[str, Any]], complaint: str
+) -> None:
+    select = {"type": "static_select", "action_id": "pick", "options": options}
+    with pytest.raises(SlackApiError) as refused:
+        client.chat_postMessage(
+            channel=CHANNEL_ID, text="t", blocks=[{"type": "actions", "elements": [select]}]
+        )
+    assert refused.value.response["error"] == "invalid_blocks"
+    assert complaint in json.dumps(refused.value.response["response_metadata"])
+
+
 def test_malformed_bodies_are_answered_not_dropped(fake: FakeSlack) -> None:
     request = urllib.request.Request(
         f"{fake.base_url}chat.postMessage",
@@ -815,6 +840,31 @@ def test_a_view_submission_carries_the_opened_view_and_what_was_typed(
     assert payload["view"]["id"] == view["id"] and payload["view"]["callback_id"] == "ask"
     assert payload["view"]["state"]["values"] == {
         "prompt": {"text": {"type": "plain_text_input", "value": "hello"}}
+    }
+
+
+def test_a_view_submission_sends_the_ticked_checkboxes_as_selected_options(
+    fake: FakeSlack, client: WebClient
+) -> None:
+    public = {"text": {"type": "plain_text", "text": "Public"}, "value": "public"}
+    box = {
+        "type": "input",
+        "block_id": "visibility",
+        "optional": True,
+        "label": {"type": "plain_text", "text": "Visibility"},
+        "element": {"type": "checkboxes", "action_id": "ticked", "options": [public]},
+    }
+    modal = {**PROMPT_MODAL, "blocks": [*PROMPT_MODAL["blocks"], box]}
+    view = data(client.views_open(trigger_id=fake.issue_trigger(), view=modal))["view"]
+
+    ticked = sr.view_submission(view, {"visibility": {"ticked": ["public"]}}).payload()
+    unticked = sr.view_submission(view, {}).payload()
+
+    assert ticked["view"]["state"]["values"]["visibility"] == {
+        "ticked": {"type": "checkboxes", "selected_options": [public]}
+    }
+    assert unticked["view"]["state"]["values"]["visibility"] == {
+        "ticked": {"type": "checkboxes", "selected_options": []}
     }
 
 
