@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
+import openai.resources.chat.completions  # noqa: F401  (see below)
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
@@ -53,6 +54,8 @@ from runner.schemas import EventType, Serving, ServingState
 from storage.sessions import SessionKey, SessionStore
 
 log = logging.getLogger(__name__)
+# openai loads its resources and their response types at their first use: 3 s or more on a busy
+# host, which the first `try` would wait through. Imported with this module, at the bot's start.
 
 TRY_WORD = "try"
 MAX_PROMPT_CHARS = 4_000
