@@ -11,10 +11,13 @@ from bot.runs.store import Run
 from bot.slack.blocks import (
     MAX_BLOCKS,
     RUN_CANCEL_ACTION,
+    RUN_CHECKPOINTS_ACTION,
     RUN_COMPARE_ACTION,
     RUN_CONTINUE_RL_ACTION,
     RUN_FIX_ACTION,
+    RUN_PAUSE_ACTION,
     RUN_RERUN_ACTION,
+    RUN_RESUME_ACTION,
     RUN_STALL_RESTART_ACTION,
     RUN_STALL_WAIT_ACTION,
     RUN_TRY_ACTION,
@@ -32,7 +35,11 @@ FIX_LABELS = {
     FixAction.retry_lower_gpu_memory: "Retry with lower GPU memory",
     FixAction.resume: "Resume from the last checkpoint",
 }
-STATE_WORDS = {"stalled": "possibly stalled", "restarting": "restarting from its last checkpoint"}
+STATE_WORDS = {
+    "stalled": "possibly stalled",
+    "restarting": "restarting from its last checkpoint",
+    "pausing": "pausing (stopping; its checkpoints are kept)",
+}
 """What the card says of a state that is not the runner's own (bot.runs.reporter sets them)."""
 STATE_EMOJI = {
     "submitting": ":outbox_tray:",
@@ -42,6 +49,8 @@ STATE_EMOJI = {
     "running": ":runner:",
     "stalled": ":zzz:",
     "restarting": ":arrows_counterclockwise:",
+    "pausing": ":double_vertical_bar:",
+    "paused": ":double_vertical_bar:",
     "succeeded": ":white_check_mark:",
     "failed": ":x:",
     "cancelled": ":no_entry_sign:",
@@ -66,22 +75,39 @@ def status_card(run: Run, *, now: datetime | None = None) -> SlackMessage:
         text += f"\n{samples}"
     blocks: list[Block] = sections(text)
     if run.active and run.job_id:
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": f"run:{run.public_id}",
-                "elements": [
-                    {
-                        "type": "button",
-                        "action_id": RUN_CANCEL_ACTION,
-                        "text": {"type": "plain_text", "text": "Cancel"},
-                        "value": run.public_id,
-                        "style": "danger",
-                    }
-                ],
-            }
-        )
+        buttons = [_button(RUN_CANCEL_ACTION, "Cancel", run, style="danger")]
+        if run.backend != "serverless" and run.state in ("running", "stalled"):
+            buttons.insert(0, _button(RUN_PAUSE_ACTION, "Pause", run))
+        blocks.append({"type": "actions", "block_id": f"run:{run.public_id}", "elements": buttons})
     return SlackMessage(clip(text, TEXT_LIMIT), blocks)
+
+
+def paused_message(run: Run) -> SlackMessage:
+    """A paused run: its job stopped and its GPU free; *Resume* goes on from its last
+    checkpoint in a new job."""
+    step = next((p["step"] for p in reversed(run.points) if p.get("train") is not None), None)
+    after = f" after step {step}" if step is not None else ""
+    text = (
+        f"<@{run.owner}> :double_vertical_bar: Job `{run.job_id}` is paused{after}: it stopped "
+        "and its GPU is free. Its checkpoints are kept: *Resume* goes on from the last one in a "
+        "new job (steps since that checkpoint are trained again)."
+    )
+    followups = followup_buttons(run, succeeded=False)
+    resume = _button(RUN_RESUME_ACTION, "Resume", run, style="primary")
+    controls = {**followups, "elements": [resume, *followups["elements"]]}
+    return SlackMessage(text, [*sections(text)[: MAX_BLOCKS - 1], controls])
+
+
+def _button(action_id: str, label: str, run: Run, *, style: str | None = None) -> Block:
+    button: Block = {
+        "type": "button",
+        "action_id": action_id,
+        "text": {"type": "plain_text", "text": label},
+        "value": run.public_id,
+    }
+    if style is not None:
+        button["style"] = style
+    return button
 
 
 def success_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
@@ -212,35 +238,15 @@ def stalled_message(run: Run, data: Mapping[str, Any]) -> SlackMessage:
         "it stalls after moving on)."
     )
     text = "\n".join(lines)
-    stop: Block = (
-        {
-            "type": "button",
-            "action_id": RUN_STALL_RESTART_ACTION,
-            "text": {"type": "plain_text", "text": "Restart from the last checkpoint"},
-            "value": run.public_id,
-            "style": "primary",
-        }
+    stop = (
+        _button(RUN_STALL_RESTART_ACTION, "Restart from the last checkpoint", run, style="primary")
         if resumable
-        else {
-            "type": "button",
-            "action_id": RUN_CANCEL_ACTION,
-            "text": {"type": "plain_text", "text": "Cancel"},
-            "value": run.public_id,
-            "style": "danger",
-        }
+        else _button(RUN_CANCEL_ACTION, "Cancel", run, style="danger")
     )
     buttons: Block = {
         "type": "actions",
         "block_id": f"stalled:{run.public_id}",
-        "elements": [
-            stop,
-            {
-                "type": "button",
-                "action_id": RUN_STALL_WAIT_ACTION,
-                "text": {"type": "plain_text", "text": "Keep waiting"},
-                "value": run.public_id,
-            },
-        ],
+        "elements": [stop, _button(RUN_STALL_WAIT_ACTION, "Keep waiting", run)],
     }
     return SlackMessage(clip(text, TEXT_LIMIT), [*sections(text)[: MAX_BLOCKS - 1], buttons])
 
@@ -254,8 +260,11 @@ def followup_buttons(run: Run, *, succeeded: bool) -> Block:
     """Under a finished (or failed) run: *Run again with changes* (bot.runs.rerun) and, once
     it succeeded, *Try it* (bot.runs.tryit) and *Compare with the previous run of this project*
     (bot.runs.compare), or, under a fine-tuning run, *Continue with RL from this model*
-    (bot.runs.rerun)."""
+    (bot.runs.rerun); *Checkpoints and export* (bot.runs.model_export) under a succeeded run and
+    a stopped LocalBackend run that trained a step."""
     labels = [(RUN_RERUN_ACTION, "Run again with changes")]
+    if succeeded or (run.backend != "serverless" and run.points):  # it may have checkpoints
+        labels.append((RUN_CHECKPOINTS_ACTION, "Checkpoints and export"))
     if succeeded:
         labels.insert(0, (RUN_TRY_ACTION, "Try it"))
         if is_fine_tuning(run.points):  # a loss curve has no reward to compare
@@ -265,15 +274,7 @@ def followup_buttons(run: Run, *, succeeded: bool) -> Block:
     return {
         "type": "actions",
         "block_id": f"followups:{run.public_id}",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": action,
-                "text": {"type": "plain_text", "text": label},
-                "value": run.public_id,
-            }
-            for action, label in labels
-        ],
+        "elements": [_button(action, label, run) for action, label in labels],
     }
 
 

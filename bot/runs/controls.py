@@ -1,6 +1,7 @@
 """A run's controls: the status card's Cancel (the job stopped, or a finished run's served model),
 a failed run's fix buttons (the script again with less GPU memory, or resumed from its last
-checkpoint) and a stalled run's *Restart from the last checkpoint* and *Keep waiting*. Each
+checkpoint), a stalled run's *Restart from the last checkpoint* and *Keep waiting*, and a
+running run's *Pause* with its *Resume*. Each
 comes straight from its listener (bot/slack/listeners/run_buttons.py).
 """
 
@@ -9,10 +10,16 @@ from __future__ import annotations
 from slack_sdk import WebClient
 
 from bot.runs.flags import with_lower_gpu_memory
+from bot.runs.reporter import PAUSED, PAUSING, STALLED
 from bot.runs.service import RunService, shown
 from bot.runs.store import Run, RunRef
 from runner.client import RunnerRejected, RunnerUnavailable
 from runner.schemas import FixAction, JobState
+
+RAY_CANNOT_PAUSE = (
+    "This job runs on the runner's Ray executor, where a job cannot resume from its checkpoints "
+    "(they stay on the Ray node), so it cannot be paused: *Cancel* stops it."
+)
 
 
 class RunControls:
@@ -90,6 +97,71 @@ class RunControls:
             "checkpoint: stopping it (all its processes) first.",
         )
         self.service.reporter.refresh_card(restarting, force=True)
+
+    def pause(self, slack: WebClient, ref: RunRef, user: str) -> None:
+        """A running run's *Pause*, for its owner: the job is stopped (its checkpoints kept, its
+        GPU freed); once the runner says it was, the thread offers *Resume*
+        (RunReporter.handle)."""
+        run = self.service.runs.find(ref)
+        if run is None or run.job_id is None:
+            return
+        if user != run.owner:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Only <@{run.owner}> can pause this run."
+            )
+            return
+        if self.service.job_history(run.job_id)[0]:
+            self.service.poster.ephemeral(slack, run.key, user, RAY_CANNOT_PAUSE)
+            return
+        was = run.state
+        pausing = self.service.change_state(run.id, (JobState.running.value, STALLED), PAUSING)
+        if pausing is None:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Job `{run.job_id}` is {run.state}: nothing to pause."
+            )
+            return
+        try:
+            self.service.client.cancel(run.job_id)
+        except (RunnerUnavailable, RunnerRejected) as error:
+            self.service.change_state(run.id, (PAUSING,), was)
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Could not pause it: {shown(error, 300)}"
+            )
+            return
+        self.service.reporter.say(
+            pausing,
+            f":double_vertical_bar: <@{user}> pauses job `{run.job_id}`: stopping it, its "
+            "checkpoints kept.",
+        )
+        self.service.reporter.refresh_card(pausing, force=True)
+
+    def resume(self, slack: WebClient, ref: RunRef, user: str) -> None:
+        """A paused run's *Resume*, for its owner: a new job goes on from its last checkpoint
+        (submitted by the follower's next sweep, like a restart's)."""
+        run = self.service.runs.find(ref)
+        if run is None or run.job_id is None or run.state != PAUSED:
+            return
+        if user != run.owner:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Only <@{run.owner}> can resume this run."
+            )
+            return
+        if self.service.resumed_by(run) is not None:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Job `{run.job_id}` is resumed already."
+            )
+            return
+        if self.service.script_of(run) is None:
+            self.service.reporter.say(
+                run, "The script changed since that run: approve the new one instead."
+            )
+            return
+        self.service.queue_resume(run)
+        self.service.reporter.say(
+            run,
+            f":arrow_forward: <@{user}> resumes job `{run.job_id}` from its last checkpoint in "
+            "a new job.",
+        )
 
     def keep_waiting(self, slack: WebClient, ref: RunRef, user: str) -> None:
         """A stalled run's *Keep waiting*: nothing changes; said in the thread, and the runner

@@ -26,6 +26,7 @@ from bot.runs.cards import (
     failure_message,
     is_fine_tuning,
     lost_message,
+    paused_message,
     stalled_message,
     status_card,
     success_message,
@@ -47,6 +48,7 @@ PROGRESS_TYPES = (EventType.step, EventType.validation, EventType.checkpoint, Ev
 """Events that show a stalled job moved on: the card no longer calls it stalled."""
 STALLED = "stalled"
 RESTARTING = "restarting"
+PAUSING, PAUSED = "pausing", "paused"
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,9 @@ class RunReporter:
             started = f":rocket: Training started ({escape(run.script_name)}, job `{run.job_id}`)."
             said.append(Post(text_message(started)))
         elif event.type is EventType.step:
-            # A job being restarted stays so until it stopped; it may log a last step meanwhile.
-            state = run.state if run.state == RESTARTING else JobState.running.value
+            # A job being restarted (or paused) stays so until it stopped; it may log a last
+            # step meanwhile.
+            state = run.state if run.state in (RESTARTING, PAUSING) else JobState.running.value
             run = self.runs.update(run.id, state=state, points=_with_step(run.points, data))
         elif event.type is EventType.stalled:
             if run.state in (JobState.running.value, STALLED):
@@ -129,6 +132,9 @@ class RunReporter:
                     )
                 )
             )
+        elif event.type is EventType.cancelled and run.state == PAUSING:
+            run = self.runs.update(run.id, state=PAUSED, finished_at=event.at)
+            said.append(Post(paused_message(run)))
         elif event.type is EventType.lost:
             run = self.runs.update(run.id, state=event.type.value, finished_at=event.at)
             if auto is not None and auto.resuming:

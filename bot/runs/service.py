@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -327,7 +327,7 @@ class RunService:
             was_stalled = run.state == STALLED
             for event in new:
                 if event.type is EventType.cancelled and run.state == RESTARTING:
-                    self._queue_resume(run)  # first: a bot that stops here resumes it once
+                    self.queue_resume(run)  # first: a bot that stops here resumes it once
                 auto = self._auto_resume(run, event)  # queued first too, for the same reason
                 run, said = self.reporter.handle(run, event, auto)
                 if event.type is EventType.succeeded:
@@ -350,26 +350,27 @@ class RunService:
 
     # -- restarting a stalled job --
 
-    def mark_restarting(self, run_id: int) -> Run | None:
-        """A stalled run, now `restarting` (under its events' lock: a step told meanwhile does
-        not undo it); None when it is not stalled (any more)."""
+    def change_state(self, run_id: int, expected: Collection[str], state: str) -> Run | None:
+        """The run, moved from one of the `expected` states to `state` under its events' lock
+        (a step told meanwhile does not undo it); None when it is in none of them (any more)."""
         with self._following(run_id):
             run = self.runs.get(run_id)
-            if run is None or run.state != STALLED:
+            if run is None or run.state not in expected:
                 return None
-            return self.runs.update(run.id, state=RESTARTING)
+            return self.runs.update(run.id, state=state)
+
+    def mark_restarting(self, run_id: int) -> Run | None:
+        """A stalled run, now `restarting`; None when it is not stalled (any more)."""
+        return self.change_state(run_id, (STALLED,), RESTARTING)
 
     def unmark_restarting(self, run_id: int) -> None:
         """The job could not be stopped: the run is stalled again, not restarting."""
-        with self._following(run_id):
-            run = self.runs.get(run_id)
-            if run is not None and run.state == RESTARTING:
-                self.runs.update(run.id, state=STALLED)
+        self.change_state(run_id, (RESTARTING,), STALLED)
 
-    def _queue_resume(self, run: Run) -> None:
-        """The restarted job stopped: a new run resuming it from its last checkpoint, submitted
-        by the next `submit_due` (the follower's sweep); once, even if told twice."""
-        if any(other.resume_from_job == run.job_id for other in self.runs.for_thread(run.key)):
+    def queue_resume(self, run: Run) -> None:
+        """The restarted (or paused) job stopped: a new run resuming it from its last checkpoint,
+        submitted by the next `submit_due` (the follower's sweep); once, even if told twice."""
+        if self.resumed_by(run) is not None:
             return
         script = self.script_of(run)
         if script is None:
@@ -392,6 +393,13 @@ class RunService:
         )
         self.runs.update(resumed.id, state="waiting_for_runner")
 
+    def resumed_by(self, run: Run) -> Run | None:
+        """The run that resumes `run`'s job, if one was queued."""
+        if run.job_id is None:
+            return None
+        later = self.runs.for_thread(run.key)
+        return next((other for other in later if other.resume_from_job == run.job_id), None)
+
     # -- resuming a job that died of a transient cause --
 
     def _auto_resume(self, run: Run, event: JobEvent) -> AutoResume | None:
@@ -412,12 +420,12 @@ class RunService:
         done = self._automatic_resumes(run)
         if done >= self.auto_resume_max:
             return AutoResume(not_retried=GAVE_UP.format(count=done, s="" if done == 1 else "s"))
-        on_ray, checkpointed = self._job_history(run.job_id)
+        on_ray, checkpointed = self.job_history(run.job_id)
         if on_ray:
             return AutoResume(not_retried=RAY_CANNOT_RESUME)
         if self.script_of(run) is None:
             return AutoResume(not_retried=SCRIPT_GONE_NO_RESUME)
-        self._queue_resume(run)
+        self.queue_resume(run)
         if from_checkpoint is None:
             from_checkpoint = checkpointed
         return AutoResume(done + 1, self.auto_resume_max, from_checkpoint)
@@ -435,7 +443,7 @@ class RunService:
             count, current = count + 1, earlier
         return count
 
-    def _job_history(self, job_id: str) -> tuple[bool, bool | None]:
+    def job_history(self, job_id: str) -> tuple[bool, bool | None]:
         """Whether the job ran on the runner's Ray executor (its `started` event names the Ray
         job), and whether it saved a checkpoint (None: the runner did not answer)."""
         try:

@@ -43,6 +43,7 @@ ACTIVE_STATES = (
     "running",
     "stalled",  # running, and the runner said it stalled (bot.runs.reporter)
     "restarting",  # a stalled job being stopped, to be resumed in a new job (bot.runs.controls)
+    "pausing",  # a job being stopped at its last checkpoint, for *Resume* later (bot.runs.controls)
 )
 RUNS_LISTED = 20
 """How many of a user's runs `/train-rl runs` shows, newest first."""

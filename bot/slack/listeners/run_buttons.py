@@ -1,8 +1,9 @@
-"""A run's buttons, each straight to its run service: the status card's Cancel, a failed run's
-fixes and a stalled run's Restart and Keep waiting (bot.runs.controls), and under a finished
-run *Run again with changes* and *Continue with RL from this model* (bot.runs.rerun),
-*Compare with the previous run of this project* (bot.runs.compare) and *Try it* with the modal
-it opens (bot.runs.tryit). Without a runner they are acked and do nothing."""
+"""A run's buttons, each straight to its run service: the status card's Cancel and Pause, a
+paused run's Resume, a failed run's fixes and a stalled run's Restart and Keep waiting
+(bot.runs.controls), and under a finished run *Run again with changes* and *Continue with RL
+from this model* (bot.runs.rerun), *Compare with the previous run of this project*
+(bot.runs.compare) and *Try it* with the modal it opens (bot.runs.tryit). Without a runner they
+are acked and do nothing."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from bot.slack.blocks import (
     RUN_COMPARE_ACTION,
     RUN_CONTINUE_RL_ACTION,
     RUN_FIX_ACTION,
+    RUN_PAUSE_ACTION,
     RUN_RERUN_ACTION,
+    RUN_RESUME_ACTION,
     RUN_STALL_RESTART_ACTION,
     RUN_STALL_WAIT_ACTION,
     RUN_TRY_ACTION,
@@ -75,6 +78,20 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         RUN_STALL_WAIT_ACTION,
         services.controls,
         lambda controls, click: controls.keep_waiting(click.client, click.run, click.user),
+    )
+    on_run_button(
+        app,
+        after_ack,
+        RUN_PAUSE_ACTION,
+        services.controls,
+        lambda controls, click: controls.pause(click.client, click.run, click.user),
+    )
+    on_run_button(
+        app,
+        after_ack,
+        RUN_RESUME_ACTION,
+        services.controls,
+        lambda controls, click: controls.resume(click.client, click.run, click.user),
     )
     on_run_button(
         app,
@@ -157,6 +174,8 @@ class RunClick:
     action_id: str
     trigger_id: str
     """What opens a modal, once, within 3 seconds of the click."""
+    value: str = ""
+    """The button's value, or the chosen option's (a select's: `<run id>:<choice>`)."""
 
 
 def on_run_button(
@@ -186,7 +205,9 @@ def on_run_button(
         run = clicked_run(body, action)
         if run is None:
             return
-        click = RunClick(client, run, user, action_id, text_at(body, "trigger_id") or "")
+        click = RunClick(
+            client, run, user, action_id, text_at(body, "trigger_id") or "", clicked_value(action)
+        )
 
         def act() -> None:
             if service is not None:
@@ -203,6 +224,11 @@ def on_run_button(
 
 
 def clicked_run(body: Mapping[str, Any], action: Mapping[str, Any]) -> RunRef | None:
-    """The run a status card's or a finished run's button names, in the clicker's workspace;
-    None when the value is not a public id."""
-    return RunRef.parse(clicked_team(body) or "", optional_text(action, "value"))
+    """The run a status card's or a finished run's button names (or a select's chosen option,
+    `<run id>:<choice>`), in the clicker's workspace; None when it names no public id."""
+    return RunRef.parse(clicked_team(body) or "", clicked_value(action).partition(":")[0])
+
+
+def clicked_value(action: Mapping[str, Any]) -> str:
+    """A button's value, or a select's chosen option's."""
+    return optional_text(action, "value") or optional_text(action, "selected_option", "value")
