@@ -82,6 +82,8 @@ class JobRow(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)
     failure: Mapped[Failure | None] = mapped_column("failure_json", FailureText)
     last_event_seq: Mapped[int] = mapped_column(Integer, default=0)
+    chosen_step: Mapped[int | None] = mapped_column(Integer)
+    """The checkpoint its owner chose as the model (runner.checkpoints); None: the best one."""
 
     __table_args__ = (Index("ix_runner_jobs_state", "state", "created_at"),)
 

@@ -257,6 +257,21 @@ class JobStore(SqlStore):
             )
             return orm.get(JobRow, job_id, populate_existing=True)
 
+    def choose_step(self, job_id: str, step: int) -> JobRow | None:
+        """Keep `step` as the finished job's chosen checkpoint; None (and nothing written) when
+        the job is not finished."""
+        finished = [state for state in JobState if state.finished]
+        with self._transaction() as orm:
+            statement = (
+                update(JobRow)
+                .where(JobRow.id == job_id, JobRow.state.in_(finished))
+                .values(chosen_step=step)
+                .execution_options(synchronize_session=False)
+            )
+            if cast(CursorResult[Any], orm.execute(statement)).rowcount != 1:
+                return None
+            return orm.get(JobRow, job_id, populate_existing=True)
+
     def active_in_run_dir(self, run_dir: str) -> JobRow | None:
         """A job that is not finished and works in `run_dir`, if any."""
         active = [state for state in JobState if not state.finished]

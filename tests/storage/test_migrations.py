@@ -37,6 +37,7 @@ from tests.databases import BACKENDS, POSTGRES_URL, throwaway_schema
 ROOT = Path(__file__).resolve().parents[2]
 KEY = SessionKey("T0001", "C0001", "1712345678.000100")
 HEAD = "0009"  # the newest migration: bump with each new one
+RUNNER_HEAD = "runner_0002"  # the runner's newest: bump with each new one
 MODELS: tuple[MetaData, ...] = BOT_DATABASE.tables
 MODEL_TABLES = {table.name for metadata in MODELS for table in metadata.tables.values()}
 
@@ -435,7 +436,7 @@ def test_the_runner_and_the_bot_keep_their_own_chains_in_one_database(
     }
     assert database.current() == HEAD
     runner_at = db.current(RUNNER_DATABASE, database.url, schema=database.schema)
-    assert runner_at == db.head(RUNNER_DATABASE) == "runner_0001"
+    assert runner_at == db.head(RUNNER_DATABASE) == RUNNER_HEAD
 
 
 def test_an_older_runners_tables_are_adopted(database: Database) -> None:
@@ -447,7 +448,7 @@ def test_an_older_runners_tables_are_adopted(database: Database) -> None:
         "/w/job1",
     )
     db.upgrade(RUNNER_DATABASE, database.url, schema=database.schema)
-    assert db.current(RUNNER_DATABASE, database.url, schema=database.schema) == "runner_0001"
+    assert db.current(RUNNER_DATABASE, database.url, schema=database.schema) == RUNNER_HEAD
     kept = store.get("job1")
     assert kept is not None and kept.id == job.id  # nothing dropped and made again
     store.close()
