@@ -17,7 +17,12 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from runner.schemas import (
+    Checkpoints,
+    ChooseCheckpoint,
+    DownloadLink,
     EventsPage,
+    Export,
+    ExportRequest,
     Health,
     Job,
     JobsPage,
@@ -118,6 +123,37 @@ class RunnerClient:
         """The base URL of the job's served model's OpenAI-compatible API (the runner's token
         is its api_key)."""
         return f"{str(self._http.base_url).rstrip('/')}/jobs/{job_id}/serve/v1"
+
+    def checkpoints(self, job_id: str) -> Checkpoints:
+        """A LocalBackend job's checkpoints with their rewards, the best, the chosen and the
+        model's step."""
+        return self._call("GET", f"/jobs/{job_id}/checkpoints", Checkpoints)
+
+    def choose_checkpoint(self, job_id: str, step: int) -> Checkpoints:
+        """Make checkpoint `step` the finished job's model (serve, export and download use it)."""
+        body = ChooseCheckpoint(step=step).model_dump(mode="json")
+        return self._call("PUT", f"/jobs/{job_id}/model", Checkpoints, json=body)
+
+    def export(
+        self, job_id: str, repo_id: str, *, private: bool = True, step: int | None = None
+    ) -> Export:
+        """Push a checkpoint's adapter (the model's by default) to the Hugging Face Hub
+        repository `repo_id` (created when missing); the same export again gives back the one
+        under way. Follow the job's events, or `export_status`, for its end."""
+        body = ExportRequest(repo_id=repo_id, private=private, step=step).model_dump(mode="json")
+        return self._call("POST", f"/jobs/{job_id}/exports", Export, json=body)
+
+    def export_status(self, job_id: str) -> Export:
+        """The job's latest export."""
+        return self._call("GET", f"/jobs/{job_id}/exports", Export)
+
+    def download_link(self, job_id: str, step: int) -> DownloadLink:
+        """A signed, expiring link to checkpoint `step`'s adapter (.tar.gz) that needs no token."""
+        return self._call("POST", f"/jobs/{job_id}/checkpoints/{step}/download-link", DownloadLink)
+
+    def download_url(self, link: DownloadLink) -> str:
+        """The link's absolute URL on this client's runner."""
+        return f"{str(self._http.base_url).rstrip('/')}{link.path}"
 
     def log(self, job_id: str, tail_bytes: int = 64 * 1024) -> LogTail:
         return self._call("GET", f"/jobs/{job_id}/log", LogTail, params={"tail_bytes": tail_bytes})

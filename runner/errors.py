@@ -45,3 +45,33 @@ class NotServing(JobRequestError):
 
 class ServingNotReady(JobRequestError):
     """A request to a serving job that is not answering yet (503: try again shortly)."""
+
+
+class CheckpointRefused(JobRequestError):
+    """A request about a job's checkpoints the runner cannot carry out (409): the job has not
+    finished, its checkpoints are elsewhere (ServerlessBackend, Ray), it has no such step, the
+    runner has no Hub token, or another export of the job is under way."""
+
+
+class CheckpointNotFound(JobRequestError):
+    """A download of a checkpoint the job's folder does not hold (404)."""
+
+
+class NoExport(JobRequestError):
+    """A request for a job's export when it never had one (404)."""
+
+
+class DownloadLinkRefused(JobRequestError):
+    """A download link that does not open its file (see the subclasses for the status)."""
+
+
+class DownloadLinkInvalid(DownloadLinkRefused):
+    """Not a download link of this runner at all (401)."""
+
+
+class DownloadLinkForged(DownloadLinkRefused):
+    """A link whose signature does not match its job, step and expiry (403)."""
+
+
+class DownloadLinkExpired(DownloadLinkRefused):
+    """A genuine link past its expiry (410)."""

@@ -6,14 +6,20 @@ cursor (`seq`), so a follower that restarts resumes where it was.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_SCRIPT_BYTES = 2_000_000
 ENV_NAME_PATTERN = r"^[A-Z_][A-Z0-9_]{0,127}$"
+_HUB_PART = r"(?!.*(?:--|\.\.))[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+HUB_REPO_ID = re.compile(rf"{_HUB_PART}/{_HUB_PART}")
+"""A Hugging Face Hub repository id as the Hub takes it: `namespace/name`, each part 1-96
+characters of letters, digits, `.`, `_` and `-`, not starting or ending with `.` or `-`, with no
+`--` or `..`."""
 
 
 class JobState(StrEnum):
@@ -46,6 +52,8 @@ class EventType(StrEnum):
     lost = "lost"
     serving = "serving"  # a serving job of a succeeded job's model answers (POST .../serve)
     stopped = "stopped"  # that serving job stopped: idle, asked to, or the runner stopped
+    exported = "exported"  # a checkpoint's adapter is on the Hugging Face Hub (POST .../exports)
+    export_failed = "export_failed"  # that export did not make it, and what to do about it
 
 
 class FailureKind(StrEnum):
@@ -159,7 +167,9 @@ class JobEvent(BaseModel):
     """step: {step, train/reward, ...metrics}; validation: {step, val/reward}; checkpoint: {step};
     rollouts: ValidationRollouts; warning: {message}; failed: Failure;
     waiting: {reason, holders: [{gpu, pid, name, used_mib, job_id}], wait_s};
-    succeeded: {model, inference_url, step}"""
+    succeeded: {model, inference_url, step}; serving: {model, step, gpus, idle_timeout_s,
+    max_lifetime_s}; stopped: {reason}; exported: {step, repo_id, url, commit, private};
+    export_failed: {step, repo_id, reason, private} (the reason says what to do)"""
 
 
 class RolloutMessage(BaseModel):
@@ -210,7 +220,8 @@ class ServingState(StrEnum):
 
 class Serving(BaseModel):
     """POST/GET/DELETE /jobs/{id}/serve: the short-lived serving job of a succeeded LocalBackend
-    job's last checkpoint. Its API is the runner's, behind the runner's token:
+    job's model (its chosen checkpoint, else its best). Its API is the runner's, behind the
+    runner's token:
     `/jobs/{id}/serve/v1/chat/completions` (and `/v1/models`)."""
 
     job_id: str
@@ -228,6 +239,103 @@ class Serving(BaseModel):
         "limit, from a runner before the limit)",
     )
     stopped_reason: str | None = None
+
+
+class CheckpointInfo(BaseModel):
+    """One checkpoint of a job's model: its step, the rewards history.jsonl logged at that step
+    (None when none was), and the size of its folder."""
+
+    step: int
+    val_reward: float | None = None
+    train_reward: float | None = None
+    size_bytes: int = 0
+
+
+class Checkpoints(BaseModel):
+    """GET /jobs/{id}/checkpoints (and PUT /jobs/{id}/model): a LocalBackend job's checkpoints,
+    ascending, and which one is the model."""
+
+    job_id: str
+    model: str | None = Field(
+        default=None, description="the model's name (model.json); served as `name@step`"
+    )
+    base_model: str | None = None
+    checkpoints: list[CheckpointInfo] = Field(default_factory=list)
+    best_step: int | None = Field(
+        default=None,
+        description="the highest val/reward (the later step on a tie); the last step when no "
+        "checkpoint has a val/reward",
+    )
+    chosen_step: int | None = Field(default=None, description="what the owner picked, if anyone")
+    model_step: int | None = Field(
+        default=None,
+        description="the model that serving, export and download use by default: the chosen "
+        "step (while its checkpoint is there), else the best",
+    )
+
+
+class ChooseCheckpoint(BaseModel):
+    """PUT /jobs/{id}/model: make this step the job's model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0, le=2**31 - 1)
+
+
+class ExportRequest(BaseModel):
+    """POST /jobs/{id}/exports: push a checkpoint's LoRA adapter to a Hugging Face Hub repository
+    (created when missing, private by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo_id: str = Field(min_length=3, max_length=193, description="`namespace/name`")
+    private: bool = True
+    step: int | None = Field(default=None, ge=0, le=2**31 - 1, description="default: the model")
+
+    @field_validator("repo_id")
+    @classmethod
+    def _hub_repo_id(cls, value: str) -> str:
+        if not HUB_REPO_ID.fullmatch(value):
+            raise ValueError(
+                "not a Hub repository id: `namespace/name`, each part 1-96 letters, digits, "
+                "`.`, `_` or `-`, not starting or ending with `.` or `-`, no `--` or `..`"
+            )
+        return value
+
+
+class ExportState(StrEnum):
+    queued = "queued"  # waiting for an upload slot (ARTBOT_RUNNER_EXPORT_MAX_UPLOADS)
+    uploading = "uploading"
+    done = "done"
+    failed = "failed"
+
+
+class Export(BaseModel):
+    """POST/GET /jobs/{id}/exports: a job's export to the Hub (its latest one on GET)."""
+
+    job_id: str
+    step: int
+    repo_id: str
+    private: bool
+    state: ExportState
+    url: str | None = Field(default=None, description="the repository on the Hub, once done")
+    commit: str | None = Field(default=None, description="the commit's id, once done")
+    error: str | None = Field(default=None, description="why it failed, and what to do")
+    after_seq: int = Field(
+        description="the job's events after this seq are this export's (`exported`, "
+        "`export_failed`)"
+    )
+
+
+class DownloadLink(BaseModel):
+    """POST /jobs/{id}/checkpoints/{step}/download-link: a signed path on the runner that
+    downloads the checkpoint's adapter as a .tar.gz without the runner's token, until it
+    expires."""
+
+    job_id: str
+    step: int
+    path: str = Field(description="path on the runner, e.g. `/downloads/<signed>`")
+    expires_at: datetime
 
 
 class EventsPage(BaseModel):

@@ -155,6 +155,21 @@ class RunnerSettings(BaseSettings):
         description="a serving job is stopped this long after its process started, however "
         "busy it is (a GPU slot is never held for `try` alone for longer)",
     )
+    export_max_uploads: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="exports to the Hugging Face Hub uploading at once (POST /jobs/{id}/exports; "
+        "the token is HF_TOKEN of the runner's environment); more wait their turn",
+    )
+    download_link_lifetime_s: float = Field(
+        default=3600.0,
+        ge=60.0,
+        le=7 * 24 * 3600.0,
+        allow_inf_nan=False,
+        description="how long a checkpoint's download link works (POST /jobs/{id}/checkpoints/"
+        "{step}/download-link): whoever has it downloads the adapter without the token",
+    )
     host: str = Field(default="127.0.0.1", description="address to listen on")
     port: int = Field(
         default=8700, ge=0, le=65535, description="the port to listen on (`--port` overrides it)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from runner.api import routes
+from runner.api import model_routes, routes
 from runner.api.body_limit import ASGIApp, BodyLimit
 from runner.api.errors import add_error_handlers
 from runner.api.metrics import RunnerMetrics
@@ -29,6 +29,8 @@ def create_app(service: JobService, token: str) -> FastAPI:
     app.include_router(routes.public)
     app.include_router(routes.protected)
     app.include_router(routes.jobs)
+    app.include_router(model_routes.models)
+    app.include_router(model_routes.downloads)  # no token: a signed link is its own key
     return app
 
 

@@ -1,5 +1,5 @@
-"""Errors as HTTP answers, in one place: the service's domain errors become 403, 404, 409, 413
-or 422, and invalid requests 422 (413 for a script over the limit), all as
+"""Errors as HTTP answers, in one place: the service's domain errors become 401, 403, 404, 409,
+410, 413 or 422, and invalid requests 422 (413 for a script over the limit), all as
 `{"detail": "<message>"}`."""
 
 from __future__ import annotations
@@ -12,11 +12,17 @@ from fastapi.responses import JSONResponse
 
 from runner.api.auth import Unauthorized, unauthorized
 from runner.errors import (
+    CheckpointNotFound,
+    CheckpointRefused,
+    DownloadLinkExpired,
+    DownloadLinkForged,
+    DownloadLinkInvalid,
     IdempotencyConflict,
     InvalidQuery,
     InvalidSubmission,
     JobNotFound,
     JobRequestError,
+    NoExport,
     NotServing,
     ResumeConflict,
     RunsAsRoot,
@@ -36,6 +42,12 @@ STATUS_BY_ERROR: tuple[tuple[type[JobRequestError], int], ...] = (
     (ServeRefused, 409),
     (NotServing, 404),
     (ServingNotReady, 503),
+    (CheckpointRefused, 409),
+    (CheckpointNotFound, 404),
+    (NoExport, 404),
+    (DownloadLinkInvalid, 401),
+    (DownloadLinkForged, 403),
+    (DownloadLinkExpired, 410),
 )
 
 

@@ -1,5 +1,6 @@
 """The routes, each a thin call into the JobService that `create_app` put in `app.state`:
-/health and /metrics without a token; /jobs... and /openapi.json behind it."""
+/health and /metrics without a token; /jobs... and /openapi.json behind it. A finished job's
+model (checkpoints, export, downloads) has its own: runner.api.model_routes."""
 
 from __future__ import annotations
 
@@ -181,9 +182,10 @@ def log_tail(
     responses={200: {"model": Serving, "description": "the job's serving job, already there"}},
 )
 def serve(job_id: JobId, response: Response, service: Service) -> Serving:
-    """Serve a succeeded LocalBackend job's last checkpoint for a while (202; 200 with the one
-    already there). Follow the job's events for `serving`, then call
-    `/jobs/{id}/serve/v1/chat/completions`. 409 for a job whose model cannot be served here."""
+    """Serve a succeeded LocalBackend job's model for a while: its chosen checkpoint, else its
+    best (see `/jobs/{id}/checkpoints`) (202; 200 with the one already there). Follow the job's
+    events for `serving`, then call `/jobs/{id}/serve/v1/chat/completions`. 409 for a job whose
+    model cannot be served here."""
     serving, created = service.serve(job_id)
     if not created:
         response.status_code = 200

@@ -87,9 +87,10 @@ def serve(host: str | None = None, port: int | None = None) -> int:
         print(error, file=sys.stderr)
         return EXIT_USAGE
     filter_log_handlers(service.redactor.text)
-    # The service holds its copies now. Out of os.environ they do not reach the runner's own
-    # child processes (nvidia-smi); /proc/<pid>/environ still shows them: the flag above hides it.
-    for name in ("ARTBOT_RUNNER_TOKEN", *settings.secret_names):
+    # The service holds its copies now (HF_TOKEN for exports to the Hub). Out of os.environ they
+    # do not reach the runner's own child processes (nvidia-smi); /proc/<pid>/environ still shows
+    # them: the flag above hides it.
+    for name in ("ARTBOT_RUNNER_TOKEN", "HF_TOKEN", *settings.secret_names):
         os.environ.pop(name, None)
     host = host or settings.host
     port = settings.port if port is None else port

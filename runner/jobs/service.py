@@ -1,6 +1,8 @@
 """The runner's use cases: submit a job, read it and its events, cancel it, read its output, and
 the host's health. `JobService` composes the parts that run the jobs: the scheduler (the
-queue over GPU slots), one monitor thread per started job, and recovery after a restart.
+queue over GPU slots), one monitor thread per started job, and recovery after a restart; and
+those that take a finished job's model further: `serving` (runner.serving.served_models) and
+`checkpoints` (runner.checkpoints.service: listing, choice, export, download).
 
 Domain errors are plain exceptions (JobRequestError and subclasses); the web layer maps them to
 status codes. Nothing here knows about HTTP.
@@ -17,6 +19,7 @@ from datetime import timedelta
 from importlib import metadata as package_metadata
 from pathlib import Path
 
+from runner.checkpoints.service import CheckpointService
 from runner.errors import (
     InvalidQuery,
     InvalidSubmission,
@@ -98,6 +101,7 @@ class JobService:
         self.redactor = Redactor(
             {
                 **{name: source_env.get(name, "") for name in settings.secret_names},
+                "HF_TOKEN": source_env.get("HF_TOKEN", ""),  # exports' (runner.checkpoints)
                 "ARTBOT_RUNNER_TOKEN": settings.token.get_secret_value(),
             }
         )
@@ -129,6 +133,7 @@ class JobService:
         self.serving = ServingJobs(
             settings, self.workdir, self._recorder, self.slots, source_env, self._job_ended
         )
+        self.checkpoints = CheckpointService(settings, self.workdir, self._recorder, source_env)
         self.retention = RetentionPolicy(
             max_age=timedelta(days=settings.retention_days) if settings.retention_days else None,
             max_bytes=settings.retention_max_bytes,
@@ -142,6 +147,7 @@ class JobService:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.executor.recover()
         self.serving.recover()
+        self.checkpoints.recover()
         self._scheduler.start()
         self._sweeper.start()
 
@@ -152,6 +158,7 @@ class JobService:
         self._scheduler.stop(timeout_s)
         self._sweeper.stop(timeout_s)
         self.serving.stop_all(timeout_s)  # a serving job never outlives its runner
+        self.checkpoints.stop_all(timeout_s)
         if cancel_jobs:
             for job_id in self.executor.job_ids():
                 with contextlib.suppress(JobRequestError):
@@ -219,11 +226,13 @@ class JobService:
         job = self.store.require(job_id)  # read first: a finished job's last event is stored
         events = self.store.events(job_id, after, max(1, min(limit, EVENTS_PAGE_LIMIT)))
         next_after = events[-1].seq if events else after
-        # A serving job of a finished job has more to tell (`serving`, `stopped`).
+        # A serving job or an export of a finished job has more to tell (`serving`, `stopped`,
+        # `exported`, `export_failed`).
         finished = (
             job.state.finished
             and next_after >= job.last_event_seq
             and not self.serving.active(job_id)
+            and not self.checkpoints.exports.active(job_id)
         )
         return EventsPage(job_id=job_id, events=events, next_after=next_after, finished=finished)
 
@@ -261,7 +270,8 @@ class JobService:
         return self._view(job)
 
     def serve(self, job_id: str) -> tuple[Serving, bool]:
-        """Serve a succeeded LocalBackend job's last checkpoint: (serving job, created)."""
+        """Serve a succeeded LocalBackend job's model (its chosen checkpoint, else its best):
+        (serving job, created)."""
         return self.serving.start(job_id)
 
     def log_tail(self, job_id: str, tail_bytes: int) -> LogTail:

@@ -1,5 +1,6 @@
-"""Serving jobs: a succeeded LocalBackend job's last checkpoint served for a while, so that the
-bot's `try <prompt>` can call it (`POST /jobs/{id}/serve`).
+"""Serving jobs: a succeeded LocalBackend job's model served for a while, so that the bot's
+`try <prompt>` can call it (`POST /jobs/{id}/serve`). The model is the checkpoint its owner chose,
+else the best by val/reward (runner.checkpoints.listing).
 
 A serving job is a process (vLLM in production, `ARTBOT_RUNNER_SERVE_COMMAND`) that serves an
 OpenAI-compatible API on 127.0.0.1 only: the LoRA at `<art_path>/<project>/models/<name>/
@@ -33,13 +34,13 @@ from pathlib import Path
 
 import httpx
 
-from runner.errors import NotServing, ServeRefused, ServingNotReady
+from runner.checkpoints.listing import Checkpoint, model_checkpoint
+from runner.errors import CheckpointRefused, NotServing, ServeRefused, ServingNotReady
 from runner.jobs.job_folder import runner_dir
 from runner.jobs.local import job_process as executor
 from runner.jobs.local.processes import LEFTOVER_GRACE_S, terminate_job
 from runner.jobs.local.supervisor import write_whole_json
 from runner.jobs.scheduler import SlotPool
-from runner.progress.art_records import checkpoint_steps, find_model_folders
 from runner.records.recorder import JobRecorder
 from runner.records.rows import JobRow
 from runner.schemas import EventType, JobState, Serving, ServingState
@@ -54,37 +55,13 @@ WAKE_S = 0.25
 LOG_EXCERPT_CHARS = 1_500
 
 
-@dataclass(frozen=True)
-class Checkpoint:
-    """What a serving job serves: the LoRA folder, its served name and its base model."""
-
-    lora_path: Path
-    model: str
-    step: int
-    base_model: str
-
-
-def last_checkpoint(job: JobRow) -> Checkpoint:
-    """The job's last checkpoint, as ART left it in the job's folder; ServeRefused without one."""
-    for folder in find_model_folders(Path(job.run_dir)):
-        steps = checkpoint_steps(folder)
-        if not steps:
-            continue
-        try:
-            described = json.loads((folder / "model.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            described = {}
-        base_model = described.get("base_model") if isinstance(described, dict) else None
-        if not isinstance(base_model, str) or not base_model:
-            raise ServeRefused(
-                f"job {job.id}: {folder.name}'s model.json does not name its base model"
-            )
-        name = described.get("name") if isinstance(described.get("name"), str) else folder.name
-        step = steps[-1]
-        return Checkpoint(
-            folder / "checkpoints" / f"{step:04d}", f"{name}@{step}", step, base_model
-        )
-    raise ServeRefused(f"job {job.id} left no checkpoint to serve")
+def served_checkpoint(job: JobRow) -> Checkpoint:
+    """The job's model to serve: its chosen checkpoint, else its best (runner.checkpoints.listing);
+    ServeRefused without one."""
+    try:
+        return model_checkpoint(job)
+    except CheckpointRefused as refused:
+        raise ServeRefused(f"{refused}: nothing to serve") from None
 
 
 @dataclass
@@ -185,7 +162,7 @@ class ServingJobs:
                     f"{self.idle_timeout_s:g} s without a prompt, or "
                     f"{self.max_lifetime_s:g} s after it started)"
                 )
-            checkpoint = last_checkpoint(job)
+            checkpoint = served_checkpoint(job)
             serving = _ServingJob(job_id, checkpoint, after_seq=job.last_event_seq)
             self._jobs[job_id] = serving
             thread = threading.Thread(

@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from runner.api.server import RunnerServer, build_service
 from runner.client import RunnerClient
 from runner.schemas import JobEvent, JobState, JobSubmission
 from runner.settings import RunnerSettings, load_settings
+from storage.database import create_database_engine
+from tests.databases import BACKENDS, POSTGRES_URL
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 TOKEN = "test-token-0123456789abcdef"
@@ -134,6 +138,31 @@ def job_environ(**extra: str) -> dict[str, str]:
 
 
 RunnerFactory = Callable[..., Runner]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_settings(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """`make_runner` settings for the job store: none (SQLite, the tests' default), or a
+    PostgreSQL database of its own (`database_url`), made for the test and dropped after: pass
+    them to each runner of the test, a restarted one included."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    assert POSTGRES_URL is not None
+    name = f"artbot_runner_{uuid.uuid4().hex[:12]}"
+    admin = create_database_engine(POSTGRES_URL).execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield {
+            "database_url": make_url(POSTGRES_URL)
+            .set(database=name)
+            .render_as_string(hide_password=False)
+        }
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 @pytest.fixture

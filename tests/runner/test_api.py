@@ -22,6 +22,12 @@ def test_every_endpoint_but_health_needs_the_token(runner: Runner) -> None:
         ("POST", f"/jobs/{job_id}/cancel", {}),
         ("GET", f"/jobs/{job_id}/log", {}),
         ("GET", "/openapi.json", {}),
+        ("GET", f"/jobs/{job_id}/checkpoints", {}),
+        ("PUT", f"/jobs/{job_id}/model", {"json": {"step": 1}}),
+        ("POST", f"/jobs/{job_id}/exports", {"json": {"repo_id": "alice/agent"}}),
+        ("GET", f"/jobs/{job_id}/exports", {}),
+        ("GET", f"/jobs/{job_id}/checkpoints/1/adapter.tar.gz", {}),
+        ("POST", f"/jobs/{job_id}/checkpoints/1/download-link", {}),
     ]
     wrong_headers: list[dict[str, str]] = [
         {},
@@ -54,6 +60,12 @@ def test_openapi_is_served_behind_the_token(runner: Runner) -> None:
         "/jobs/{job_id}/cancel",
         "/jobs/{job_id}/log",
         "/health",
+        "/jobs/{job_id}/checkpoints",
+        "/jobs/{job_id}/model",
+        "/jobs/{job_id}/exports",
+        "/jobs/{job_id}/checkpoints/{step}/adapter.tar.gz",
+        "/jobs/{job_id}/checkpoints/{step}/download-link",
+        "/downloads/{signed}",
     } <= set(spec["paths"])
     assert "JobSubmission" in spec["components"]["schemas"]
 

@@ -8,10 +8,13 @@ best and the worst are known; --rollout-text goes into the best one's last answe
 generated script's progress line after each (`ARTBOT_PROGRESS {...}`, with the same metrics
 as the history line, so that whichever the runner reads first, the event is the same) and its
 end-of-training banner. Takes --art-path like a generated script; --no-history prints the progress
-lines only (a job whose files the runner cannot see, as on Ray).
+lines only (a job whose files the runner cannot see, as on Ray). Each checkpoint holds a PEFT
+folder's two files (`adapter_config.json`, and 4 KiB of `adapter_model.safetensors` of its own);
+--val-rewards sets the val/reward of chosen steps (a best checkpoint that is not the last).
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -37,6 +40,11 @@ parser.add_argument(
     "metrics and ART's bookkeeping with each validation, as a generated script does",
 )
 parser.add_argument("--rollout-text", default="", help="said by the best validation rollout")
+parser.add_argument(
+    "--val-rewards",
+    default="",
+    help="val/reward by step instead of step / 20, e.g. 2:0.5,4:0.2 (the best need not be last)",
+)
 args, _unknown = parser.parse_known_args()
 
 art = Path(args.art_path or ".art")
@@ -70,9 +78,16 @@ def log(record: dict) -> None:
     print("ARTBOT_PROGRESS " + json.dumps(progress), flush=True)
 
 
+VAL_REWARDS = {
+    int(step): float(reward)
+    for step, _, reward in (pair.partition(":") for pair in args.val_rewards.split(",") if pair)
+}
+
+
 def validation_record(step: int) -> dict:
     """What a validation at `step` logs: val/reward grows, val/turns falls with training."""
-    record = {"step": step, "recorded_at": time.time(), "val/reward": step / 20}
+    reward = VAL_REWARDS.get(step, step / 20)
+    record = {"step": step, "recorded_at": time.time(), "val/reward": reward}
     if args.base_validation:
         record.update(
             {
@@ -211,6 +226,9 @@ for step in range(start + 1, start + args.steps + 1):
     # What a LoRA checkpoint of ART (PEFT) names: its base model.
     adapter = {"base_model_name_or_path": BASE_MODEL, "peft_type": "LORA", "r": 8}
     (checkpoint / "adapter_config.json").write_text(json.dumps(adapter))
+    # The weights: bytes of their own per step (the Hub takes *.safetensors through LFS).
+    weights = b"".join(hashlib.sha256(b"%d:%d" % (step, n)).digest() for n in range(128))
+    (checkpoint / "adapter_model.safetensors").write_bytes(weights)
     if step % args.val_every == 0:
         if not args.no_history:
             write_val_trajectories(step)
