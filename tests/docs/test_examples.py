@@ -248,8 +248,11 @@ def what_happened(block: Block, page: Page) -> str:
 
 def run_python(block: Block, page: Page) -> None:
     env = dict(page.environment)
-    if block.marker == "runner":
-        runner = page.make_runner(environ=job_environ(OPENAI_API_KEY="sk-docs-placeholder-key"))
+    if block.marker == "runner":  # a runner of its own each: one runner per database
+        root = page.folder / f"runner-{block.line}"
+        root.mkdir()
+        environ = job_environ(OPENAI_API_KEY="sk-docs-placeholder-key")
+        runner = page.make_runner(root=root, environ=environ)
         env |= {"ARTBOT_RUNNER_URL": runner.base_url, "ARTBOT_RUNNER_TOKEN": TOKEN}
     script = page.folder / f"block-{block.line}.py"
     script.write_text(block.text, encoding="utf-8")
