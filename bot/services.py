@@ -50,6 +50,7 @@ from storage.sessions import SessionStore
 if TYPE_CHECKING:
     from bot.runs.compare import RunComparer
     from bot.runs.controls import RunControls
+    from bot.runs.model_export import ModelExport
     from bot.runs.rerun import Reruns
     from bot.runs.service import RunService
     from bot.runs.tryit import ModelTrier
@@ -101,6 +102,8 @@ class Services:
     reruns: Reruns | None = None
     comparer: RunComparer | None = None
     trier: ModelTrier | None = None
+    model_export: ModelExport | None = None
+    """A finished run's checkpoints, the choice of its model, export and download."""
 
 
 def build_services(
@@ -161,11 +164,12 @@ def build_services(
     workspaces = Workspaces(engine, schema=schema, token_cipher=cipher)
     slots = WorkSlots(max(MIN_SLOTS, LISTENER_SLOTS // shard.count))
     opener = ThreadOpener(store, outbox)
-    runs = controls = reruns = comparer = trier = None
+    runs = controls = reruns = comparer = trier = model_export = None
     if settings.artbot_runner_url and settings.artbot_runner_token:
         # Imported only with a runner: the plots need matplotlib, the client httpx.
         from bot.runs.compare import RunComparer
         from bot.runs.controls import RunControls
+        from bot.runs.model_export import ModelExport
         from bot.runs.rerun import Reruns
         from bot.runs.service import RunService
         from bot.runs.store import RunStore
@@ -191,6 +195,8 @@ def build_services(
         reruns = Reruns(runs.runs, store, opener, poster, outbox)
         comparer = RunComparer(runs.runs, store, FLOWS, poster, outbox)
         wandb_key = settings.wandb_api_key.get_secret_value() if settings.wandb_api_key else None
+        # Tries and exports share one bounded pool: both wait on the runner for minutes.
+        pool = TryPool(settings.artbot_try_threads, settings.artbot_try_in_flight_per_workspace)
         trier = ModelTrier(
             runs.runs,
             store,
@@ -201,13 +207,14 @@ def build_services(
                 settings.artbot_try_per_workspace,
                 settings.artbot_try_window_s,
             ),
-            pool=TryPool(settings.artbot_try_threads, settings.artbot_try_in_flight_per_workspace),
+            pool=pool,
             serverless_api_key=wandb_key,
             runner=runner,
             runner_token=runner_token,
             timeout_s=settings.artbot_try_timeout_s,
             start_timeout_s=settings.artbot_try_start_timeout_s,
         )
+        model_export = ModelExport(runs.runs, poster, outbox, pool, runner)
     turns = Turns(store, records, outbox, poster, slots=slots, assistant=assistant)
     expiry = Expiry(store, records, outbox, workspaces)
     proposals = Proposals(turns, expiry)
@@ -239,6 +246,7 @@ def build_services(
         reruns=reruns,
         comparer=comparer,
         trier=trier,
+        model_export=model_export,
     )
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import openai
-import openai.resources.chat.completions  # noqa: F401  (see below)
+import openai.resources.chat.completions
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 

@@ -293,7 +293,7 @@ class SlackUser:
         message = on or self.open_question()
         for block in message.blocks or []:
             for element in block.get("elements", []) if block.get("type") == "actions" else []:
-                if label in element["text"]["text"]:
+                if element["type"] == "button" and label in element["text"]["text"]:
                     answered = self._answered()
                     request = block_actions(
                         element["action_id"],

@@ -11,7 +11,14 @@ from __future__ import annotations
 from slack_bolt import App
 
 from bot.services import Services
-from bot.slack.listeners import actions, commands, events, run_buttons, workspaces
+from bot.slack.listeners import (
+    actions,
+    commands,
+    events,
+    model_export,
+    run_buttons,
+    workspaces,
+)
 from bot.slack.listeners.guard import AfterAck
 from bot.slack.listeners.payloads import answered_anyway
 from bot.workspaces.clients import SlackClients
@@ -29,4 +36,5 @@ def register_listeners(
     events.register(app, services, after_ack)
     actions.register(app, services, after_ack)
     run_buttons.register(app, services, after_ack)
+    model_export.register(app, services, after_ack)
     workspaces.register(app, services, after_ack, clients)
