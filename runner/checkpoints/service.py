@@ -11,6 +11,7 @@ about HTTP.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,8 @@ from runner.settings import RunnerSettings
 DOWNLOADS_PATH = "/downloads"
 SHOWN_STEPS = 20
 """The steps a refusal names (the latest ones)."""
-FILENAME_SAFE = str.maketrans({c: "-" for c in "\"'\\/;:\r\n\t "})
+FILENAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+"""What may not go into the download's file name (model.json's name is the job's to write)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class CheckpointService:
         """Checkpoint `step`'s adapter as a .tar.gz (for a caller with the runner's token)."""
         job = self._local_job(job_id, finished=True)
         found = self._folder(job, step, CheckpointNotFound)
-        name = f"{found.name}-step{step}-adapter.tar.gz".translate(FILENAME_SAFE)
+        name = FILENAME_UNSAFE.sub("-", f"{found.name}-step{step}-adapter.tar.gz")
         return Archive(name, tar_gz(found.checkpoint(step)))
 
     def download_link(self, job_id: str, step: int) -> DownloadLink:
