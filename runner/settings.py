@@ -162,6 +162,14 @@ class RunnerSettings(BaseSettings):
         description="exports to the Hugging Face Hub uploading at once (POST /jobs/{id}/exports; "
         "the token is HF_TOKEN of the runner's environment); more wait their turn",
     )
+    export_timeout_s: float = Field(
+        default=300.0,
+        ge=1.0,
+        le=3600.0,
+        allow_inf_nan=False,
+        description="how long an export waits for the Hub to answer one request (or to take the "
+        "next bytes of an upload) before it fails; huggingface_hub itself waits for ever",
+    )
     download_link_lifetime_s: float = Field(
         default=3600.0,
         ge=60.0,

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 MARKER_FILE = "export.json"
 STAGING_PREFIX = "export-"
 MAX_EXPORTS = 16
+CONNECT_TIMEOUT_S = 30.0
 """Exports queued or uploading on the runner at once; one more is refused (409)."""
 WAKE_S = 0.25
 MAX_REASON_CHARS = 1_500
@@ -108,6 +109,7 @@ class HubExports:
         self._token = environ.get("HF_TOKEN", "").strip() or None
         self._endpoint = environ.get("HF_ENDPOINT", "").strip().rstrip("/") or None
         self._uploads = threading.BoundedSemaphore(settings.export_max_uploads)
+        self._timeout_s = settings.export_timeout_s
         self._lock = threading.Lock()
         self._exports: dict[str, _Export] = {}
         self._threads: list[threading.Thread] = []
@@ -226,6 +228,7 @@ class HubExports:
         from huggingface_hub.utils import disable_progress_bars
 
         disable_progress_bars()  # a server's log is no terminal
+        with_timeouts(self._timeout_s)
         folder = runner_dir(self._workdir, target.job_id)
         folder.mkdir(parents=True, exist_ok=True)
         marker = folder / MARKER_FILE
@@ -312,6 +315,35 @@ class PublicRepository(Exception):
         )
 
 
+_timeouts_lock = threading.Lock()
+_timeouts_set: list[float] = []
+
+
+def with_timeouts(seconds: float) -> None:
+    """Make huggingface_hub's shared HTTP client give up after `seconds` without an answer (or
+    without taking the next bytes of an upload), and after 30 s without a connection: its own
+    client has no timeout, so a Hub that takes the connection and never answers would hold an
+    upload slot until the runner stops. Set once per process (the client is huggingface_hub's
+    global; this runner is its only user here)."""
+    import httpx2
+    from huggingface_hub.utils import set_client_factory
+    from huggingface_hub.utils._http import hf_request_event_hook
+
+    with _timeouts_lock:
+        if _timeouts_set == [seconds]:
+            return
+
+        def client() -> httpx2.Client:
+            return httpx2.Client(
+                event_hooks={"request": [hf_request_event_hook]},
+                follow_redirects=True,
+                timeout=httpx2.Timeout(seconds, connect=min(seconds, CONNECT_TIMEOUT_S)),
+            )
+
+        set_client_factory(client)
+        _timeouts_set[:] = [seconds]
+
+
 def failure_advice(error: Exception, target: ExportTarget, endpoint: str | None) -> str:
     """What went wrong, and what to do, in words for the owner (redact before showing it)."""
     from huggingface_hub.errors import HfHubHTTPError
@@ -339,6 +371,11 @@ def failure_advice(error: Exception, target: ExportTarget, endpoint: str | None)
             return f"the Hub is busy or failing ({status}: {said}): try the export again later"
         return f"the Hub refused the upload ({status}: {said})"
     names = {kind.__name__ for kind in type(error).__mro__}
+    if "ReadTimeout" in names or "WriteTimeout" in names:
+        return (
+            f"{hub} stopped answering ({type(error).__name__}): try the export again later "
+            "(ARTBOT_RUNNER_EXPORT_TIMEOUT_S is how long the runner waits for it)"
+        )
     if isinstance(error, OSError) or names & {"TransportError", "TimeoutException"}:
         return (
             f"the runner could not reach {hub} ({type(error).__name__}: {_first_line(error)}): "

@@ -204,6 +204,31 @@ def test_an_unreachable_hub_is_said_so(make_runner: RunnerFactory, hub: FakeHub)
     assert "check the GPU host's network" in event.data["reason"]
 
 
+def test_a_hub_that_never_answers_fails_the_export_after_its_timeout_and_frees_the_slot(
+    make_runner: RunnerFactory, hub: FakeHub
+) -> None:
+    """huggingface_hub's own client waits for ever: the runner's does not."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # takes connections, answers none
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        runner = make_runner(
+            export_timeout_s="1",
+            export_max_uploads="1",
+            environ=job_environ(HF_TOKEN=hub.token, HF_ENDPOINT=endpoint),
+        )
+        job_id = trained(runner)
+
+        started = runner.client.export(job_id, "alice/agent")
+        event = outcome(runner, job_id, started.after_seq)
+
+        assert event.type is EventType.export_failed
+        assert f"{endpoint} stopped answering (ReadTimeout)" in event.data["reason"]
+        # The one upload slot is free again: the next export starts and fails the same way.
+        again = runner.client.export(job_id, "alice/agent")
+        assert outcome(runner, job_id, again.after_seq).type is EventType.export_failed
+
+
 def test_a_private_export_to_an_existing_public_repository_uploads_nothing(
     make_runner: RunnerFactory, hub: FakeHub
 ) -> None:

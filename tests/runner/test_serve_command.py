@@ -35,6 +35,11 @@ def test_missing_settings_stop_startup_with_a_clear_message(tmp_path: Path) -> N
     assert "ARTBOT_RUNNER_GPU_SLOTS: 'zero' is not a GPU index" in result.stderr
 
 
+STARTUP_GUARD_S = 120.0
+"""A hang guard, never a measurement: a runner process started under `-n 4` on two busy cores
+once took over 30 s to answer."""
+
+
 def test_serve_answers_on_its_port_and_stops_on_sigterm(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -50,7 +55,7 @@ def test_serve_answers_on_its_port_and_stops_on_sigterm(tmp_path: Path) -> None:
     )
     try:
         with RunnerClient(f"http://127.0.0.1:{port}", TOKEN, timeout=5) as client:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + STARTUP_GUARD_S
             while True:
                 try:
                     health = client.health()
@@ -67,7 +72,7 @@ def test_serve_answers_on_its_port_and_stops_on_sigterm(tmp_path: Path) -> None:
             env_file = tmp_path / "jobs" / job.id / "env.json"
             job_env: dict[str, str] = {}
             while not job_env:
-                assert time.monotonic() < deadline + 30, "the job did not write env.json"
+                assert time.monotonic() < deadline + STARTUP_GUARD_S, "no env.json from the job"
                 try:
                     job_env = json.loads(env_file.read_text())
                 except (OSError, ValueError):  # not there yet, or half written
@@ -76,7 +81,7 @@ def test_serve_answers_on_its_port_and_stops_on_sigterm(tmp_path: Path) -> None:
             assert "ARTBOT_RUNNER_TOKEN" not in job_env
             (tmp_path / "jobs" / job.id / "release").touch()
         server.send_signal(signal.SIGTERM)
-        output, _ = server.communicate(timeout=30)
+        output, _ = server.communicate(timeout=STARTUP_GUARD_S)
         assert server.returncode == 0
         assert TOKEN.encode() not in output  # the token is never logged
         assert b"runner up" in output
