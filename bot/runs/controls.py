@@ -83,20 +83,15 @@ class RunControls:
                 f"Job `{run.job_id}` is not stalled any more ({run.state}): nothing to restart.",
             )
             return
-        try:
-            self.service.client.cancel(run.job_id)
-        except (RunnerUnavailable, RunnerRejected) as error:
-            self.service.unmark_restarting(run.id)
-            self.service.poster.ephemeral(
-                slack, run.key, user, f"Could not stop it: {shown(error, 300)}"
-            )
-            return
-        self.service.reporter.say(
+        self._stop_marked(
+            slack,
+            user,
             restarting,
+            STALLED,
+            "stop",
             f":arrows_counterclockwise: <@{user}> restarts job `{run.job_id}` from its last "
             "checkpoint: stopping it (all its processes) first.",
         )
-        self.service.reporter.refresh_card(restarting, force=True)
 
     def pause(self, slack: WebClient, ref: RunRef, user: str) -> None:
         """A running run's *Pause*, for its owner: the job is stopped (its checkpoints kept, its
@@ -120,20 +115,33 @@ class RunControls:
                 slack, run.key, user, f"Job `{run.job_id}` is {run.state}: nothing to pause."
             )
             return
-        try:
-            self.service.client.cancel(run.job_id)
-        except (RunnerUnavailable, RunnerRejected) as error:
-            self.service.change_state(run.id, (PAUSING,), was)
-            self.service.poster.ephemeral(
-                slack, run.key, user, f"Could not pause it: {shown(error, 300)}"
-            )
-            return
-        self.service.reporter.say(
+        self._stop_marked(
+            slack,
+            user,
             pausing,
+            was,
+            "pause",
             f":double_vertical_bar: <@{user}> pauses job `{run.job_id}`: stopping it, its "
             "checkpoints kept.",
         )
-        self.service.reporter.refresh_card(pausing, force=True)
+
+    def _stop_marked(
+        self, slack: WebClient, user: str, marked: Run, back_to: str, verb: str, said: str
+    ) -> None:
+        """Stop the job of `marked` (a run just marked restarting or pausing) and tell the
+        thread `said`; a runner that cannot stop it puts the run back to `back_to` and tells the
+        clicker why."""
+        assert marked.job_id is not None
+        try:
+            self.service.client.cancel(marked.job_id)
+        except (RunnerUnavailable, RunnerRejected) as error:
+            self.service.change_state(marked.id, (marked.state,), back_to)
+            self.service.poster.ephemeral(
+                slack, marked.key, user, f"Could not {verb} it: {shown(error, 300)}"
+            )
+            return
+        self.service.reporter.say(marked, said)
+        self.service.reporter.refresh_card(marked, force=True)
 
     def resume(self, slack: WebClient, ref: RunRef, user: str) -> None:
         """A paused run's *Resume*, for its owner: a new job goes on from its last checkpoint

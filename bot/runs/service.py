@@ -363,10 +363,6 @@ class RunService:
         """A stalled run, now `restarting`; None when it is not stalled (any more)."""
         return self.change_state(run_id, (STALLED,), RESTARTING)
 
-    def unmark_restarting(self, run_id: int) -> None:
-        """The job could not be stopped: the run is stalled again, not restarting."""
-        self.change_state(run_id, (RESTARTING,), STALLED)
-
     def queue_resume(self, run: Run) -> None:
         """The restarted (or paused) job stopped: a new run resuming it from its last checkpoint,
         submitted by the next `submit_due` (the follower's sweep); once, even if told twice."""

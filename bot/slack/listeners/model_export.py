@@ -19,7 +19,6 @@ from bot.runs.export_messages import (
     repo_id_problem,
 )
 from bot.runs.model_export import ModelExport
-from bot.runs.store import RunRef
 from bot.services import Services
 from bot.slack.blocks import (
     RUN_CHECKPOINTS_ACTION,
@@ -29,8 +28,8 @@ from bot.slack.blocks import (
     RUN_EXPORT_MODAL,
 )
 from bot.slack.listeners.guard import AfterAck
-from bot.slack.listeners.payloads import Malformed, optional_text, required_text, text_at, value_at
-from bot.slack.listeners.run_buttons import RunClick, on_run_button
+from bot.slack.listeners.payloads import optional_text, text_at, value_at
+from bot.slack.listeners.run_buttons import RunClick, on_run_button, submitted_run_modal
 
 
 def register(app: App, services: Services, after_ack: AfterAck) -> None:
@@ -77,10 +76,7 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         client: WebClient,
         context: BoltContext,
     ) -> None:
-        user = required_text(body, "user", "id")
-        values = value_at(view, "state", "values")
-        if not isinstance(values, dict):
-            raise Malformed("a view without its state")
+        user, values, run = submitted_run_modal(body, view)
         repo_id = optional_text(values, REPO_BLOCK, REPO_INPUT, "value").strip()
         problem = repo_id_problem(repo_id)
         if problem is not None:
@@ -90,8 +86,6 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         public = isinstance(chosen, list) and any(
             isinstance(option, dict) and option.get("value") == PUBLIC_OPTION for option in chosen
         )
-        team = text_at(body, "team", "id") or text_at(body, "user", "team_id") or ""
-        run = RunRef.parse(team, optional_text(view, "private_metadata").partition(" ")[0])
         ack()  # the modal closes; what follows goes into the run's thread
         if run is None or exports is None:
             return

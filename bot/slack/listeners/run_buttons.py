@@ -132,14 +132,8 @@ def register(app: App, services: Services, after_ack: AfterAck) -> None:
         client: WebClient,
         context: BoltContext,
     ) -> None:
-        user = required_text(body, "user", "id")
-        values = value_at(view, "state", "values")
-        if not isinstance(values, dict):
-            raise Malformed("a view without its state")
+        user, values, run = submitted_run_modal(body, view)
         prompt = optional_text(values, PROMPT_BLOCK, PROMPT_INPUT, "value").strip()
-        # "<run's public id> <channel>" (the channel routes it), from the submitter's workspace.
-        team = text_at(body, "team", "id") or text_at(body, "user", "team_id") or ""
-        run = RunRef.parse(team, optional_text(view, "private_metadata").partition(" ")[0])
         if not prompt:
             ack(response_action="errors", errors={PROMPT_BLOCK: "Type a prompt for the model."})
             return
@@ -221,6 +215,21 @@ def on_run_button(
             team=context.team_id,
             once=delivery if once else None,
         )
+
+
+def submitted_run_modal(
+    body: Mapping[str, Any], view: Mapping[str, Any]
+) -> tuple[str, Mapping[str, Any], RunRef | None]:
+    """A run's modal as submitted: who, what they entered (`state.values`), and the run its
+    private_metadata names (`<run's public id> <channel>`: the channel routes it) in the
+    submitter's workspace (None when it names none)."""
+    user = required_text(body, "user", "id")
+    values = value_at(view, "state", "values")
+    if not isinstance(values, dict):
+        raise Malformed("a view without its state")
+    team = text_at(body, "team", "id") or text_at(body, "user", "team_id") or ""
+    run = RunRef.parse(team, optional_text(view, "private_metadata").partition(" ")[0])
+    return user, values, run
 
 
 def clicked_run(body: Mapping[str, Any], action: Mapping[str, Any]) -> RunRef | None:
