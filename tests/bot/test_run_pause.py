@@ -9,6 +9,7 @@ import time
 
 from runner.schemas import EventType, JobState
 from tests.bot.conftest import BotFactory, SlackUser
+from tests.bot.test_run_followups import a_bot, an_approved_run, runs_of
 from tests.bot.test_run_stalls import STRANGER
 from tests.bot.test_runs_end_to_end import STAND_IN, finished_wizard, follow_until_finished
 from tests.bot.test_runs_end_to_end import runs_of as runs_of_user
@@ -115,3 +116,28 @@ def test_pause_stops_the_job_keeps_its_checkpoints_and_resume_goes_on_from_them(
         lambda f: any(f"`{first.job_id}` is resumed already" in m.text for m in f.ephemerals()),
         timeout=GENEROUS_S,
     )
+
+
+def test_a_pause_the_runner_cannot_carry_out_leaves_the_run_running_and_says_why(
+    make_bot: BotFactory, fake: FakeSlack
+) -> None:
+    bot = a_bot(make_bot)  # its runner is never there
+    key, run = an_approved_run(bot)
+    runs = runs_of(bot)
+    card = bot.app.client_for(key.team).chat_postMessage(channel=key.channel, text="card")
+    runs.runs.update(run.id, job_id="job-1", state="running", card_ts=str(card["ts"]))
+    runs.reporter.refresh_card(runs.runs.get(run.id) or run, force=True)
+    user = SlackUser(bot, thread=key.thread)
+    user.settle()
+
+    user.click("Pause", on=card_of(user, str(card["ts"])), wait=False)
+
+    told = ephemeral_saying(fake, "Could not pause it")
+    assert told.ephemeral_to == USER_ID and "runner" in told.text.lower()
+    assert (runs.runs.get(run.id) or run).state == "running"
+    assert not any("pauses job" in m.text for m in user.bot_messages())
+
+
+def ephemeral_saying(fake: FakeSlack, needle: str) -> Message:
+    fake.wait_for(lambda f: any(needle in m.text for m in f.ephemerals()), timeout=GENEROUS_S)
+    return next(m for m in fake.ephemerals() if needle in m.text)
