@@ -11,7 +11,7 @@ from slack_sdk import WebClient
 
 from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.reporter import PAUSED, PAUSING, STALLED
-from bot.runs.service import RunService, shown
+from bot.runs.service import SCRIPT_CHANGED, RunService, shown
 from bot.runs.store import Run, RunRef
 from runner.client import RunnerRejected, RunnerUnavailable
 from runner.schemas import FixAction, JobState
@@ -61,18 +61,11 @@ class RunControls:
         """A stalled run's *Restart from the last checkpoint*, for its owner: the job is
         cancelled (the runner stops its whole process tree) and, once the runner says it was,
         a new job resumes it (RunService.apply)."""
-        run = self.service.runs.find(ref)
-        if run is None or run.job_id is None:
-            return
-        if user != run.owner:
-            self.service.poster.ephemeral(
-                slack, run.key, user, f"Only <@{run.owner}> can restart this run."
-            )
+        run = self._owned(slack, ref, user, "can restart")
+        if run is None:
             return
         if self.service.script_of(run) is None:
-            self.service.reporter.say(
-                run, "The script changed since that run: approve the new one instead."
-            )
+            self.service.reporter.say(run, SCRIPT_CHANGED)
             return
         restarting = self.service.mark_restarting(run.id)
         if restarting is None:
@@ -97,13 +90,8 @@ class RunControls:
         """A running run's *Pause*, for its owner: the job is stopped (its checkpoints kept, its
         GPU freed); once the runner says it was, the thread offers *Resume*
         (RunReporter.handle)."""
-        run = self.service.runs.find(ref)
-        if run is None or run.job_id is None:
-            return
-        if user != run.owner:
-            self.service.poster.ephemeral(
-                slack, run.key, user, f"Only <@{run.owner}> can pause this run."
-            )
+        run = self._owned(slack, ref, user, "can pause")
+        if run is None or run.job_id is None:  # _owned returns runs with a job
             return
         if self.service.job_history(run.job_id)[0]:
             self.service.poster.ephemeral(slack, run.key, user, RAY_CANNOT_PAUSE)
@@ -124,6 +112,19 @@ class RunControls:
             f":double_vertical_bar: <@{user}> pauses job `{run.job_id}`: stopping it, its "
             "checkpoints kept.",
         )
+
+    def _owned(self, slack: WebClient, ref: RunRef, user: str, may: str) -> Run | None:
+        """The run `ref` names, with a job, when `user` owns it; None otherwise, and anyone else
+        is told that only the owner `may` (e.g. "can pause") this run."""
+        run = self.service.runs.find(ref)
+        if run is None or run.job_id is None:
+            return None
+        if user != run.owner:
+            self.service.poster.ephemeral(
+                slack, run.key, user, f"Only <@{run.owner}> {may} this run."
+            )
+            return None
+        return run
 
     def _stop_marked(
         self, slack: WebClient, user: str, marked: Run, back_to: str, verb: str, said: str
@@ -160,9 +161,7 @@ class RunControls:
             )
             return
         if self.service.script_of(run) is None:
-            self.service.reporter.say(
-                run, "The script changed since that run: approve the new one instead."
-            )
+            self.service.reporter.say(run, SCRIPT_CHANGED)
             return
         self.service.queue_resume(run)
         self.service.reporter.say(
@@ -174,13 +173,8 @@ class RunControls:
     def keep_waiting(self, slack: WebClient, ref: RunRef, user: str) -> None:
         """A stalled run's *Keep waiting*: nothing changes; said in the thread, and the runner
         speaks again only after the job moved on and went quiet again."""
-        run = self.service.runs.find(ref)
-        if run is None or run.job_id is None:
-            return
-        if user != run.owner:
-            self.service.poster.ephemeral(
-                slack, run.key, user, f"Only <@{run.owner}> decides for this run."
-            )
+        run = self._owned(slack, ref, user, "decides for")
+        if run is None:
             return
         if run.state != "stalled":
             self.service.poster.ephemeral(
@@ -223,9 +217,7 @@ class RunControls:
             return
         script = self.service.script_of(run)
         if script is None:
-            self.service.reporter.say(
-                run, "The script changed since that run: approve the new one instead."
-            )
+            self.service.reporter.say(run, SCRIPT_CHANGED)
             return
         args = list(run.args)
         resume = None

@@ -58,6 +58,7 @@ SCRIPT_GONE_NO_RESUME = (
     "Nothing was retried automatically: the approved script changed or is gone from the bot's host."
 )
 GAVE_UP = "Gave up after {count} automatic resume{s}."
+SCRIPT_CHANGED = "The script changed since that run: approve the new one instead."
 NO_ROLLOUTS_RUNNER = ":warning: Could not get the rollouts from the GPU runner: {error}"
 NO_ROLLOUTS_YET = (
     "No validation rollouts yet. They come from ART's trajectory files at each validation "
@@ -370,9 +371,7 @@ class RunService:
             return
         script = self.script_of(run)
         if script is None:
-            self.reporter.say(
-                run, "The script changed since that run: approve the new one instead."
-            )
+            self.reporter.say(run, SCRIPT_CHANGED)
             return
         approval = self.records.record_approval(run.key, run.owner, script, run.script_name)
         resumed = self.runs.create(
