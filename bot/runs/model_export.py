@@ -16,14 +16,12 @@ Hub repository the runner's token writes to is the team's, and a download link i
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from datetime import UTC
 from typing import TypeVar
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
 from bot.delivery.effects import Post
 from bot.delivery.outbox import Outbox
@@ -45,7 +43,6 @@ from bot.slack.text import clip, escape
 from runner.client import RunnerClient, RunnerRejected, RunnerUnavailable
 from runner.schemas import Export, ExportState
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 EXPORT_POLL_S = 2.0
@@ -121,13 +118,14 @@ class ModelExport:
         run = self._owned(client, ref, user)
         if run is None:
             return
-        try:
-            client.views_open(trigger_id=trigger_id, view=export_modal(run))
-        except SlackApiError as error:  # the trigger ran out (3 s) or was used
-            log.warning("export modal of run %s: %s", run.id, error.response.get("error"))
-            self.poster.ephemeral(
-                client, run.key, user, "Slack did not open the export box; click it again."
-            )
+        self.poster.open_modal(
+            client,
+            run.key,
+            user,
+            trigger_id,
+            export_modal(run),
+            again="Slack did not open the export box; click it again.",
+        )
 
     def export_submitted(
         self, client: WebClient, ref: RunRef, user: str, repo_id: str, *, public: bool

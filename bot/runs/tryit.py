@@ -32,7 +32,6 @@ from typing import Any
 import openai
 import openai.resources.chat.completions
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
 from bot.delivery.effects import Post
 from bot.delivery.outbox import Outbox
@@ -218,13 +217,14 @@ class ModelTrier:
         if run.owner != user:
             self.poster.ephemeral(client, run.key, user, f"Only <@{run.owner}> can try this model.")
             return
-        try:
-            client.views_open(trigger_id=trigger_id, view=try_modal(run))
-        except SlackApiError as error:  # the trigger ran out (3 s) or was used
-            log.warning("try modal of run %s: %s", run.id, error.response.get("error"))
-            self.poster.ephemeral(
-                client, run.key, user, "Slack did not open the prompt box; click *Try it* again."
-            )
+        self.poster.open_modal(
+            client,
+            run.key,
+            user,
+            trigger_id,
+            try_modal(run),
+            again="Slack did not open the prompt box; click *Try it* again.",
+        )
 
     def submitted(self, client: WebClient, ref: RunRef, user: str, prompt: str) -> None:
         """The modal's prompt: the model's reply in the run's thread."""

@@ -11,6 +11,7 @@ posted directly because its ts must go on the run's row at once (bot.runs.servic
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
@@ -52,3 +53,26 @@ class ThreadPoster:
             )
         except SlackApiError as error:
             log.warning("chat.postEphemeral failed in %s: %s", key, error.response.get("error"))
+
+    def open_modal(
+        self,
+        client: WebClient,
+        key: SessionKey,
+        user: str,
+        trigger_id: str,
+        view: dict[str, Any],
+        *,
+        again: str,
+    ) -> None:
+        """Open `view` with the click's trigger, now (it lasts 3 seconds, once); when Slack
+        refuses (the trigger ran out or was used), tell `user` alone `again`."""
+        try:
+            client.views_open(trigger_id=trigger_id, view=view)
+        except SlackApiError as error:
+            log.warning(
+                "views.open of %s failed in %s: %s",
+                view.get("callback_id"),
+                key,
+                error.response.get("error"),
+            )
+            self.ephemeral(client, key, user, again)
