@@ -72,7 +72,7 @@ TOOL_FAILURES = frozenset({"tool-missing", "tool-error", "timeout"})
 # The comment that opens each piece of the user's code in a generated script
 # (templates/train_rl: `# --- Your environment (from the wizard): ... ---`).
 USER_CODE_MARKER = re.compile(r"# --- Your .*\(from the wizard\)")
-# The functions the wizard wraps the user's code in (flows/user_code.py): `user_environment`...
+# The functions the wizard wraps the user's code in (flows/code/user_code.py): `user_environment`...
 USER_SCOPE_PREFIX = "user_"
 PYRIGHT_CONFIG: dict[str, Any] = {
     "typeCheckingMode": "standard",
@@ -217,7 +217,7 @@ def user_code_lines(source: str) -> frozenset[int]:
             continue
         start, end = body[0].lineno, body[-1].end_lineno or body[-1].lineno
         # The user's comments around their statements are theirs too; the fences that keep
-        # `ruff format` off their code (flows.literals.function_body) are the template's.
+        # `ruff format` off their code (flows.script.literals.function_body) are the template's.
         while start - 1 > node.lineno and _users_comment(lines[start - 2]):
             start -= 1
         while end < limit and lines[end].strip() and _users_comment(lines[end]):

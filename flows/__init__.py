@@ -15,24 +15,17 @@ wizard whose script forks the finished SFT run's model.
 
 from collections.abc import Mapping
 
-from flows.answers import MAX_ATTACHMENT_BYTES
-from flows.code_calls import CODE_STEPS, CodeCall, CodeCalls, code_calls
-from flows.engine import MAX_REPLY_CHARS, advance, begin
-from flows.flow import Flow
-from flows.questions import shown_answer
-from flows.render import RenderError, render_script
-from flows.replay import AnswersError, replay
-from flows.secrets import redact_secrets
-from flows.session import Session
-from flows.sft_then_rl import rl_session_after_sft
-from flows.start_from import BACKENDS as BACKEND_NAMES
-from flows.start_from import start_of
-from flows.steps import Attachment, Choice, InvalidAnswer, Text, ValuesMenu
-from flows.tool_schemas import tool_schemas_from_code
-from flows.train_rl import TRAIN_RL, hyperparameters
-from flows.train_sft import TRAIN_SFT, training_rows
-from flows.train_sft import hyperparameters as sft_hyperparameters
-from flows.turns import (
+from flows.code.code_calls import CODE_STEPS, CodeCall, CodeCalls, code_calls
+from flows.code.tool_schemas import tool_schemas_from_code
+from flows.conversation.answers import MAX_ATTACHMENT_BYTES
+from flows.conversation.engine import MAX_REPLY_CHARS, advance, begin
+from flows.conversation.replay import AnswersError, replay
+from flows.conversation.secrets import redact_secrets
+from flows.definition.flow import Flow
+from flows.definition.questions import shown_answer
+from flows.definition.session import Session
+from flows.definition.steps import Attachment, Choice, InvalidAnswer, Text, ValuesMenu
+from flows.definition.turns import (
     EDIT_MENU,
     Answered,
     Cancelled,
@@ -48,6 +41,13 @@ from flows.turns import (
     Reply,
     Turn,
 )
+from flows.script.render import RenderError, render_script
+from flows.wizards.sft_then_rl import rl_session_after_sft
+from flows.wizards.start_from import BACKENDS as BACKEND_NAMES
+from flows.wizards.start_from import start_of
+from flows.wizards.train_rl import TRAIN_RL, hyperparameters
+from flows.wizards.train_sft import TRAIN_SFT, training_rows
+from flows.wizards.train_sft import hyperparameters as sft_hyperparameters
 
 FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL, TRAIN_SFT.id: TRAIN_SFT}
 """Every flow by its id: the one registry the session store and the adapters look flows up in."""

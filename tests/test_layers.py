@@ -79,7 +79,7 @@ def imports_of_ours(path: Path) -> set[str]:
             for alias in node.names:
                 # `from storage import migrations` imports the module storage.migrations;
                 # `from flows import replay` imports a name flows exports (the function, not
-                # the module flows/replay.py).
+                # the module flows/conversation/replay.py).
                 submodule = f"{node.module}.{alias.name}"
                 exported = alias.name in package_exports(node.module)
                 found.add(submodule if is_module(submodule) and not exported else node.module)
@@ -188,13 +188,13 @@ def test_importing_a_layer_loads_nothing_above_it(
 def test_the_layer_rules_catch_an_upward_import() -> None:
     assert not allowed("runner.records.store", "flows")
     assert not allowed("runner.jobs.service", "storage.sessions")
-    assert not allowed("flows.engine", "storage.database")
+    assert not allowed("flows.conversation.engine", "storage.database")
     assert not allowed("bot.app", "artbot.cli")
     assert not allowed("bot.runs.service", "runner.jobs.service")
     assert not allowed("storage.database", "storage.sessions")
     assert not allowed("checks.dryrun.launch", "bot.app")
     assert not allowed("config.from_environment", "runner.settings")
-    assert not allowed("flows.engine", "assistant")
+    assert not allowed("flows.conversation.engine", "assistant")
     assert not allowed("assistant.conversation", "storage.sessions")
     assert not allowed("assistant.conversation", "bot.wizard.turns")
     assert allowed("bot.services", "runner.client")

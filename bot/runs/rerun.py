@@ -5,8 +5,8 @@ fine-tuning run's model.
 The copy starts where a finished wizard is (every question answered, nothing generated yet)
 and opens on the Edit menu: the user changes what they want, and the script is generated again
 for approval as after any edit. The RL wizard asks its questions, less the base model and the
-backend, which are the SFT run's (flows.start_from). The old thread keeps its answers and its
-runs, and says where the new one is."""
+backend, which are the SFT run's (flows.wizards.start_from). The old thread keeps its answers
+and its runs, and says where the new one is."""
 
 from __future__ import annotations
 

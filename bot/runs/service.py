@@ -173,8 +173,8 @@ class RunService:
         return None
 
     def _continued_run(self, key: SessionKey, answers: Mapping[str, Any]) -> Run | None:
-        """The fine-tuning run these answers continue (flows.start_from's `run`), of the same
-        workspace; None when they continue none."""
+        """The fine-tuning run these answers continue (flows.wizards.start_from's `run`), of the
+        same workspace; None when they continue none."""
         start = start_of(answers)
         if start is None or not isinstance(start.get("run"), str):
             return None

@@ -254,9 +254,9 @@ def dryrun_script(
     isolation.sandbox); an unconfined one runs it under rlimits only and says so, or, where it
     may not run code, nothing runs and the report says why. `data_files` are files the script
     reads by absolute path (a JSONL named in the terminal): the sandbox sees them, read-only.
-    `forks_from` is the SFT model an RL script starts from (flows.start_from): the real one is
-    in the SFT run's art path or on W&B, which the dry run never touches, so it forks a stand-in
-    left in its own folder, and says so.
+    `forks_from` is the SFT model an RL script starts from (flows.wizards.start_from): the real one
+    is in the SFT run's art path or on W&B, which the dry run never touches, so it forks a
+    stand-in left in its own folder, and says so.
     `child_env` adds variables to the child's environment and `shared_dirs` are folders it may
     write to besides its own (the preflight's socket to its endpoint forwarder: checks.preflight).
     """

@@ -101,7 +101,7 @@ STANDIN_SFT_STEP = 3
 
 
 def plant_sft_model(art_path: Path, start: Mapping[str, str]) -> str:
-    """Leave a stand-in of the SFT model an RL run starts from (flows.start_from: its model,
+    """Leave a stand-in of the SFT model an RL run starts from (flows.wizards.start_from: its model,
     project and base model) in the dry run's art path, as ART lays a model out (model.json, one
     checkpoint, no weights), so the stand-in fork finds it; the note the report keeps."""
     model_dir = art_path / start["project"] / "models" / start["model"]

@@ -2,7 +2,7 @@
 
 The bootstrap compiles the script itself and, before it runs, puts a counter at the top of
 every module-level function, and of every function defined directly in a `user_*` function (the
-generated scripts place each piece of the user's code in one: flows/user_code.py): one call to
+generated scripts place each piece of the user's code in one: flows/code/user_code.py): one call to
 count the entry, and a `try`/`except Exception` that counts an exception and raises it again.
 Nothing else changes: the same names, the same line numbers in tracebacks, the same behaviour.
 The report then asks whether the user's code (the reward, the environment, the tools, the

@@ -202,7 +202,7 @@ def test_the_files_and_modules_a_page_names_exist(path: Path) -> None:
 
 
 def test_the_check_of_names_tells_a_moved_module() -> None:
-    assert named_but_missing("flows/engine.py") is None
+    assert named_but_missing("flows/conversation/engine.py") is None
     assert named_but_missing("flows/no_such_module.py") == "no such file: flows/no_such_module.py"
     assert named_but_missing("runner.client.RunnerClient") is None
     assert named_but_missing("runner.no_such.Thing") == "runner has no no_such"

@@ -16,8 +16,8 @@ from flows import (
     advance,
     begin,
 )
-from flows.session import Session
-from flows.train_rl import TRAIN_RL
+from flows.definition.session import Session
+from flows.wizards.train_rl import TRAIN_RL
 
 
 @dataclass

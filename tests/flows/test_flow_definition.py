@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from flows.conditions import all_of, is_
-from flows.flow import Flow, FlowDefinitionError
-from flows.steps import Choice, Option, Text, ValuesMenu
+from flows.definition.conditions import all_of, is_
+from flows.definition.flow import Flow, FlowDefinitionError
+from flows.definition.steps import Choice, Option, Text, ValuesMenu
 
 YES_NO = (Option("yes", "Yes"), Option("no", "No"))
 
@@ -93,7 +93,7 @@ def test_a_flow_whose_template_does_not_exist_fails_when_built() -> None:
 
 
 def test_the_train_rl_flow_renders_through_an_existing_template() -> None:
-    from flows.template_files import templates_dir
-    from flows.train_rl import TRAIN_RL
+    from flows.script.template_files import templates_dir
+    from flows.wizards.train_rl import TRAIN_RL
 
     assert (templates_dir() / TRAIN_RL.template).is_file()

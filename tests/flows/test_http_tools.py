@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from checks.script_format import formatted_script
-from flows.http_tools import tool_auth, tool_endpoints
-from flows.replay import AnswersError, replay
-from flows.steps import InvalidAnswer
-from flows.train_rl import TRAIN_RL
+from flows.conversation.replay import AnswersError, replay
+from flows.definition.steps import InvalidAnswer
+from flows.wizards.http_tools import tool_auth, tool_endpoints
+from flows.wizards.train_rl import TRAIN_RL
 from tests.flows.realistic_tasks import SUPPORT_SCENARIOS, support_agent
 from tests.flows.test_final_answer import load_script
 

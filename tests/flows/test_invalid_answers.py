@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from flows import MAX_REPLY_CHARS, Attachment, Problem, Question, Reply, advance
-from flows.session import Session
-from flows.train_rl import TRAIN_RL
+from flows.definition.session import Session
+from flows.wizards.train_rl import TRAIN_RL
 from tests.flows.matrix import TOOLS, answers_for
 
 

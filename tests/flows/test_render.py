@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checks.script_format import formatted_script
-from flows.literals import PyLiteral, finalize, py_literal
-from flows.render import RenderError, script_context
+from flows.script.literals import PyLiteral, finalize, py_literal
+from flows.script.render import RenderError, script_context
 from tests.flows.matrix import after_sft, answers_for
 from tests.flows.sft_matrix import VARIANTS as SFT_VARIANTS
 
@@ -235,7 +235,8 @@ GOLDEN_CASES = {
         "tools", "programmatic", "open_ended", "serverless", False
     ),
     "game_custom_dataset_local_val": answers_for("game", "custom", "dataset", "local", True),
-    # RL after SFT (flows.start_from): the script forks the SFT model, its steps follow the SFT's.
+    # RL after SFT (flows.wizards.start_from): the script forks the SFT model, its steps follow
+    # the SFT's.
     "single_programmatic_open_ended_local_val_after_sft": after_sft(
         answers_for("single", "programmatic", "open_ended", "local", True),
         SFT_VARIANTS["file-local-paste"],

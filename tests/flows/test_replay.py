@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from flows import MAX_REPLY_CHARS
-from flows.replay import AnswersError, replay
-from flows.train_rl import TRAIN_RL
+from flows.conversation.replay import AnswersError, replay
+from flows.wizards.train_rl import TRAIN_RL
 from tests.flows.matrix import MATH_ROWS, answers_for, matrix, variant_id
 
 

@@ -21,9 +21,9 @@ from flows import (
     replay,
     rl_session_after_sft,
 )
-from flows.flow import Flow, FlowDefinitionError
-from flows.start_from import START_FROM_SFT
-from flows.steps import Text
+from flows.definition.flow import Flow, FlowDefinitionError
+from flows.definition.steps import Text
+from flows.wizards.start_from import START_FROM_SFT
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import after_sft, answers_for
 from tests.flows.sft_matrix import VARIANTS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.secrets import REDACTED, looks_like_secret, redact_secrets
+from flows.conversation.secrets import REDACTED, looks_like_secret, redact_secrets
 
 ART_E_CLIENT = """\
 async def rollout(model: art.Model, scenario: Scenario) -> art.Trajectory:

@@ -12,10 +12,10 @@ import art
 import pytest
 
 from checks.script_format import formatted_script
-from flows.replay import replay
-from flows.simulated_user import simulated_user
-from flows.steps import InvalidAnswer
-from flows.train_rl import TRAIN_RL
+from flows.conversation.replay import replay
+from flows.definition.steps import InvalidAnswer
+from flows.wizards.simulated_user import simulated_user
+from flows.wizards.train_rl import TRAIN_RL
 from tests.fakes.openai_server import API_KEY, FakeOpenAI, Scripted
 from tests.flows.realistic_tasks import (
     SUPPORT_SCENARIOS,

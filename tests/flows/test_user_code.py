@@ -13,12 +13,12 @@ from packaging.requirements import Requirement
 
 from checks.script_format import formatted_script
 from flows import TRAIN_RL, AnswersError, Problem, RenderError, Reply, advance, replay
-from flows.literals import toml_string
-from flows.questions import question
-from flows.session import Session
-from flows.steps import InvalidAnswer
-from flows.third_party import requirement, requirements, suggested_requirements, third_party
-from flows.user_code import scoped_body
+from flows.code.third_party import requirement, requirements, suggested_requirements, third_party
+from flows.code.user_code import scoped_body
+from flows.definition.questions import question
+from flows.definition.session import Session
+from flows.definition.steps import InvalidAnswer
+from flows.script.literals import toml_string
 from tests.flows.realistic import GUESSING_GAME, REALISTIC, TIC_TAC_TOE, YAML_REWARD
 
 

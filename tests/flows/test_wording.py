@@ -24,8 +24,8 @@ from flows import (
     advance,
     begin,
 )
-from flows.steps import Choice, Text, ValuesMenu
-from flows.train_rl import TRAIN_RL
+from flows.definition.steps import Choice, Text, ValuesMenu
+from flows.wizards.train_rl import TRAIN_RL
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import answers_for, matrix, variant_id
 

@@ -78,7 +78,7 @@ create_game = user_environment()
 
 
 def test_the_users_functions_in_their_own_scope_are_counted_too() -> None:
-    """Generated scripts place the user's code in a `user_*` function (flows/user_code.py)."""
+    """Generated scripts place the user's code in a `user_*` function (flows/code/user_code.py)."""
     namespace, counter = run_instrumented(SCOPED_SOURCE)
     namespace["create_game"]({})
     namespace["create_game"]({})
