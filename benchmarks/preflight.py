@@ -9,10 +9,10 @@ and realistic_tasks.py: ART-E, a support agent with HTTP tools and a simulated c
 temporal clue with RULER, tic-tac-toe, 2048 in free text, a game whose moves no prompt names),
 rendered as the wizard would. The fake (tests/fakes/openai_server.py) answers every request,
 the agent's, the simulated user's and RULER's judge's, as the dry run's stand-in policy would
-(checks.dryrun.policy_replies: tool calls for offered tools, JSON for a schema, one score per
-trajectory for the judge, a short answer otherwise), after `--latency` seconds. Each preflight
-runs as `artbot preflight SCRIPT` does, its first step's `--groups` groups with the script's own
-rollouts per group and concurrency, in the dry run's sandbox.
+(checks.dryrun.standins.policy_replies: tool calls for offered tools, JSON for a schema, one
+score per trajectory for the judge, a short answer otherwise), after `--latency` seconds. Each
+preflight runs as `artbot preflight SCRIPT` does, its first step's `--groups` groups with the
+script's own rollouts per group and concurrency, in the dry run's sandbox.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from checks.dryrun.policy_replies import synthesize_completion
+from checks.dryrun.standins.policy_replies import synthesize_completion
 from checks.preflight.launch import preflight_script
 from checks.preflight.report import PreflightReport
 from checks.script_format import formatted_script

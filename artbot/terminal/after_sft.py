@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from checks.dryrun.model_dirs import STANDIN_SFT_STEP
+from checks.dryrun.standins.model_dirs import STANDIN_SFT_STEP
 from flows import (
     BACKEND_NAMES,
     FLOWS,
@@ -149,7 +149,7 @@ def run_note(start: Mapping[str, str], script_name: str) -> str:
 
 def standin_note(start: Mapping[str, str]) -> str:
     """What the terminal says before dry-running a script that starts from an SFT model: the
-    dry run forks a stand-in of it (checks.dryrun.model_dirs.plant_sft_model)."""
+    dry run forks a stand-in of it (checks.dryrun.standins.model_dirs.plant_sft_model)."""
     return (
         f"Your SFT model `{start['model']}` is not part of the dry run: it forks a stand-in "
         f"(checkpoint {STANDIN_SFT_STEP}, no weights) left in the dry run's own folder. So it "

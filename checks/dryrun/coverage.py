@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from checks.dryrun.child.user_calls import must_run
 from checks.dryrun.run_record import RunRecord
-from checks.dryrun.user_calls import must_run
 
 
 @dataclass(frozen=True)

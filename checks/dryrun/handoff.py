@@ -1,7 +1,7 @@
 """The contract between `dryrun_script` (parent) and the bootstrap (child): variable names.
 
 Kept apart from the bootstrap so that importing `checks.dryrun` does not import the module
-that `python -m checks.dryrun.bootstrap` then runs as `__main__`.
+that `python -m checks.dryrun.child.bootstrap` then runs as `__main__`.
 """
 
 RECORD_ENV = "ARTBOT_DRYRUN_RECORD"

@@ -26,7 +26,6 @@ from checks.dryrun.handoff import (
     STACKS_AT_ENV,
     WANDB_KEY_PLACEHOLDER,
 )
-from checks.dryrun.model_dirs import plant_sft_model
 from checks.dryrun.output_tail import OutputTail
 from checks.dryrun.report import DryrunReport, build_report, setup_failure_report
 from checks.dryrun.run_record import load_record
@@ -36,6 +35,7 @@ from checks.dryrun.script_env import (
     is_light,
     script_environment,
 )
+from checks.dryrun.standins.model_dirs import plant_sft_model
 from checks.script_metadata import ScriptMetadataError, script_dependencies
 from isolation.redaction import SECRET_VARIABLE
 from isolation.sandbox import Sandbox, SandboxLimits, python_paths, sandbox_environment
@@ -320,7 +320,13 @@ def dryrun_script(
             )
             env.update(child_env or {})
             with sandbox.confine(
-                [interpreter.python, "-m", "checks.dryrun.bootstrap", str(script), *script_args],
+                [
+                    interpreter.python,
+                    "-m",
+                    "checks.dryrun.child.bootstrap",
+                    str(script),
+                    *script_args,
+                ],
                 cwd=cwd,
                 limits=dryrun_limits(timeout_s),
                 read_only=read_only,

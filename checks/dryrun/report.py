@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Literal
 
 from checks.dryrun.coverage import judge_coverage, metric_means, standin_was_stuck
-from checks.dryrun.model_dirs import read_history
 from checks.dryrun.run_record import RunRecord
+from checks.dryrun.standins.model_dirs import read_history
 
 Verdict = Literal["ok", "failed", "inconclusive"]
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from checks.dryrun.user_calls import CallCounter
+from checks.dryrun.child.user_calls import CallCounter
 
 Severity = Literal["problem", "warning", "note"]
 
@@ -43,7 +43,7 @@ class TrainedStep(BaseModel):
 
 
 class MoveSearchRecord(BaseModel):
-    """What the stand-in player's move search found (`checks.dryrun.move_search`)."""
+    """What the stand-in player's move search found (`checks.dryrun.standins.move_search`)."""
 
     positions: int = 0  # positions of a copied game where candidate moves were tried
     learnt: int = 0  # positions of a game that could not be copied (learnt from its replies)

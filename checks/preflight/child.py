@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from checks.dryrun.arg_caps import ArgCap, install_arg_caps
-from checks.dryrun.policy_replies import JsonObject
-from checks.dryrun.policy_server import PolicyRefusal, PolicyServer
+from checks.dryrun.child.arg_caps import ArgCap, install_arg_caps
+from checks.dryrun.child.user_calls import CallCounter
 from checks.dryrun.run_record import Recorder
-from checks.dryrun.user_calls import CallCounter
+from checks.dryrun.standins.policy_replies import JsonObject
+from checks.dryrun.standins.policy_server import PolicyRefusal, PolicyServer
 from checks.preflight.wire import (
     COMPLETIONS_PATH,
     FINISHED_FIELD,
@@ -206,7 +206,7 @@ def install_first_gather_stop(socket_path: str, raised: FirstTracebacks | None =
     import art.gather
     from art.trajectories import TrajectoryGroup
 
-    from checks.dryrun.standin_backend import DryrunStepLimit
+    from checks.dryrun.standins.standin_backend import DryrunStepLimit
 
     recorded = art.gather.gather_trajectory_groups
 

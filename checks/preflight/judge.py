@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from checks.dryrun.policy_replies import judge_trajectory_ids
+from checks.dryrun.standins.policy_replies import judge_trajectory_ids
 
 EXCERPT_CHARS = 200
 

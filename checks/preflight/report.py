@@ -108,7 +108,7 @@ class GroupResult:
 
     @property
     def zero_variance(self) -> bool:
-        # As checks.dryrun.group_checks.is_trainable: two rollouts with different rewards.
+        # As checks.dryrun.standins.group_checks.is_trainable: two rollouts with different rewards.
         return len(self.rewards) < 2 or len(set(self.rewards)) < 2
 
 

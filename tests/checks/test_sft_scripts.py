@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from checks.dryrun.policy_server import PolicyServer
+from checks.dryrun.standins.policy_server import PolicyServer
 from checks.script_check import check_scripts
 from checks.script_format import formatted_script
 from flows import TRAIN_SFT, replay

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from checks.dryrun.move_candidates import example_answers, free_cells
-from checks.dryrun.policy_replies import text_answer
+from checks.dryrun.child.user_calls import COUNTER_NAME, CallCounter, instrument, run_counted
 from checks.dryrun.report import DryrunReport, build_report
 from checks.dryrun.run_record import Finding, MoveSearchRecord, RunRecord, TrainedStep
-from checks.dryrun.user_calls import COUNTER_NAME, CallCounter, instrument, run_counted
+from checks.dryrun.standins.move_candidates import example_answers, free_cells
+from checks.dryrun.standins.policy_replies import text_answer
 
 SOURCE = '''\
 from __future__ import annotations

@@ -14,14 +14,14 @@ from pathlib import Path
 import openai
 import pytest
 
-from checks.dryrun.arg_caps import apply_caps, dryrun_caps
+from checks.dryrun.child.arg_caps import apply_caps, dryrun_caps
+from checks.dryrun.child.network_guard import is_loopback
 from checks.dryrun.command import add_dryrun_arguments, report_json, run_dryrun_command
 from checks.dryrun.launch import dryrun_environment
-from checks.dryrun.network_guard import is_loopback
 from checks.dryrun.output_tail import readable_lines
-from checks.dryrun.policy_server import PolicyServer
 from checks.dryrun.report import DryrunReport, build_report
 from checks.dryrun.run_record import Finding, Recorder, RunRecord, TrainedStep
+from checks.dryrun.standins.policy_server import PolicyServer
 from checks.script_format import formatted_script
 from tests.flows.matrix import answers_for
 
@@ -170,7 +170,7 @@ def test_the_report_serializes_to_json() -> None:
 def test_non_numeric_metrics_bad_metadata_and_nan_rewards_are_problems() -> None:
     import art
 
-    from checks.dryrun.group_checks import check_groups
+    from checks.dryrun.standins.group_checks import check_groups
 
     def trajectory(reward: float) -> art.Trajectory:
         return art.Trajectory(
@@ -199,7 +199,7 @@ def test_non_numeric_metrics_bad_metadata_and_nan_rewards_are_problems() -> None
 
 @pytest.fixture
 def session(tmp_path: Path) -> Iterator[PolicyServer]:
-    from checks.dryrun.standin_backend import DryrunSession, install_session
+    from checks.dryrun.standins.standin_backend import DryrunSession, install_session
 
     with PolicyServer(seed=1) as policy:
         recorder = Recorder(tmp_path / "record.json", script="s.py", argv=[])
@@ -213,7 +213,7 @@ def test_the_standin_local_backend_keeps_local_backends_records(
 ) -> None:
     import art
 
-    from checks.dryrun.standin_backend import DryrunStepLimit, StandinLocalBackend
+    from checks.dryrun.standins.standin_backend import DryrunStepLimit, StandinLocalBackend
 
     async def scenario() -> None:
         backend = StandinLocalBackend(path=None, in_process=True)
@@ -329,7 +329,7 @@ def test_loopback_is_the_only_reachable_place() -> None:
 def test_the_network_guard_blocks_a_connection_with_a_clear_error() -> None:
     code = (
         "import socket\n"
-        "from checks.dryrun.network_guard import install_network_guard\n"
+        "from checks.dryrun.child.network_guard import install_network_guard\n"
         "install_network_guard(lambda target: print('blocked', target))\n"
         "try:\n"
         "    socket.create_connection(('api.openai.com', 443), timeout=2)\n"

@@ -15,15 +15,15 @@ import art
 import art.serverless.backend
 import pytest
 
-from checks.dryrun.policy_server import PolicyServer
 from checks.dryrun.run_record import Recorder
-from checks.dryrun.standin_backend import (
+from checks.dryrun.standins.policy_server import PolicyServer
+from checks.dryrun.standins.standin_backend import (
     DryrunSession,
     StandinLocalBackend,
     StandinServerlessBackend,
     install_session,
 )
-from checks.dryrun.train_signatures import local_backend_signature
+from checks.dryrun.standins.train_signatures import local_backend_signature
 
 BASE = "OpenPipe/Qwen3-14B-Instruct"
 

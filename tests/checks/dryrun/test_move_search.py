@@ -13,10 +13,10 @@ from typing import Any
 import openai
 import pytest
 
-from checks.dryrun.move_candidates import boards, candidate_moves, free_cells
-from checks.dryrun.move_search import MoveSearch
-from checks.dryrun.policy_server import PolicyServer
-from checks.dryrun.user_calls import CallCounter
+from checks.dryrun.child.user_calls import CallCounter
+from checks.dryrun.standins.move_candidates import boards, candidate_moves, free_cells
+from checks.dryrun.standins.move_search import MoveSearch
+from checks.dryrun.standins.policy_server import PolicyServer
 
 # --- candidates ---------------------------------------------------------------------------
 

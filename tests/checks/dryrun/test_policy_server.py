@@ -10,7 +10,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionUserMessageParam
 
-from checks.dryrun.policy_server import PolicyServer
+from checks.dryrun.standins.policy_server import PolicyServer
 
 TOOLS = [
     {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from checks.dryrun import DryrunReport, dryrun_script
-from checks.dryrun.arg_caps import apply_caps, dryrun_caps
+from checks.dryrun.child.arg_caps import apply_caps, dryrun_caps
 from checks.script_format import formatted_script
 from flows import TRAIN_SFT, replay
 from tests.flows.sft_data import ROWS

@@ -3,10 +3,11 @@
 The stand-in policy answers over HTTP and cannot see the game; inside the script's process the
 dry run can. The call counter passes on the game each `render_observation` call shows (kept per
 asyncio task: the rollout it belongs to), and a hook on the OpenAI client, as each chat request
-leaves, tries the conversation's candidate moves (`checks.dryrun.move_candidates`) on copies of
-that game (`copy.deepcopy`) with the user's own `apply_action`, uncounted and silenced. The
-moves the game accepted go to the policy server for the position the request shows, and the
-server plays one of them. The real game only ever receives the move the policy answered.
+leaves, tries the conversation's candidate moves (`checks.dryrun.standins.move_candidates`) on
+copies of that game (`copy.deepcopy`) with the user's own `apply_action`, uncounted and
+silenced. The moves the game accepted go to the policy server for the position the request
+shows, and the server plays one of them. The real game only ever receives the move the policy
+answered.
 
 A game that cannot be copied is never tried on: the search learns from its own replies instead
 (a move the real `apply_action` accepted is offered first again; one it rejected at a position
@@ -30,10 +31,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from checks.dryrun.move_candidates import candidate_moves, message_text
-from checks.dryrun.policy_replies import judge_trajectory_ids
+from checks.dryrun.child.user_calls import CallCounter
 from checks.dryrun.run_record import MoveSearchRecord
-from checks.dryrun.user_calls import CallCounter
+from checks.dryrun.standins.move_candidates import candidate_moves, message_text
+from checks.dryrun.standins.policy_replies import judge_trajectory_ids
 
 MAX_LEGAL = 12  # enough moves to vary the games; trying more only costs time
 # A game's moves are mostly the same few (2048's four) and each try copies the game (a 2048 board

@@ -34,17 +34,20 @@ from art.types import (
 )
 from art.utils.output_dirs import get_model_dir, get_output_dir_from_model_properties
 
-from checks.dryrun.group_checks import check_groups
-from checks.dryrun.model_dirs import (
+from checks.dryrun.run_record import Recorder, Severity, TrainedStep
+from checks.dryrun.standins.group_checks import check_groups
+from checks.dryrun.standins.model_dirs import (
     checkpoint_steps,
     delete_checkpoint_dirs,
     has_validation,
     newest_step,
     write_checkpoint,
 )
-from checks.dryrun.policy_server import PolicyServer
-from checks.dryrun.run_record import Recorder, Severity, TrainedStep
-from checks.dryrun.train_signatures import SERVERLESS_TRAIN_SIGNATURE, local_train_signature
+from checks.dryrun.standins.policy_server import PolicyServer
+from checks.dryrun.standins.train_signatures import (
+    SERVERLESS_TRAIN_SIGNATURE,
+    local_train_signature,
+)
 
 INFERENCE_API_KEY = "artbot-dryrun"
 

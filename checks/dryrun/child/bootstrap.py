@@ -1,11 +1,11 @@
-"""`python -m checks.dryrun.bootstrap SCRIPT [ARGS...]`: run SCRIPT inside the dry run.
+"""`python -m checks.dryrun.child.bootstrap SCRIPT [ARGS...]`: run SCRIPT inside the dry run.
 
 Before the script runs as `__main__`, this process blocks the network, starts the stand-in
 policy, points OpenAI clients and litellm at it, swaps the stand-in trainer into `art`,
 lets the stand-in player search a game's legal moves before each request, caps the script's
 size flags (and points a distillation's teacher at the stand-in policy) and starts recording.
 The script runs as `__main__` with a counter in each of its functions
-(`checks.dryrun.user_calls`). Its configuration comes from the environment that
+(`checks.dryrun.child.user_calls`). Its configuration comes from the environment that
 `checks.dryrun.launch` prepares (the `ARTBOT_DRYRUN_*` variables).
 """
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from checks.dryrun.child.script_frames import script_traceback, where_it_is
 from checks.dryrun.handoff import (
     INJECTED_PATH_ENV,
     MAX_STEPS_ENV,
@@ -30,7 +31,6 @@ from checks.dryrun.handoff import (
     STACKS_AT_ENV,
     WANDB_KEY_PLACEHOLDER,
 )
-from checks.dryrun.script_frames import script_traceback, where_it_is
 
 if TYPE_CHECKING:
     from checks.dryrun.run_record import Recorder
@@ -71,7 +71,7 @@ def _record_stacks_at(when: float) -> None:
 
 
 def _is_step_limit(error: BaseException) -> bool:
-    from checks.dryrun.standin_backend import DryrunStepLimit
+    from checks.dryrun.standins.standin_backend import DryrunStepLimit
 
     if isinstance(error, BaseExceptionGroup):
         return all(_is_step_limit(e) for e in error.exceptions)
@@ -93,9 +93,9 @@ def _first_line(text: str) -> str:
 
 def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     """Run `script` under the dry run; returns its exit code."""
-    from checks.dryrun.network_guard import install_network_guard
+    from checks.dryrun.child.network_guard import install_network_guard
+    from checks.dryrun.child.user_calls import CallCounter, run_counted
     from checks.dryrun.run_record import Recorder
-    from checks.dryrun.user_calls import CallCounter, run_counted
 
     recorder = Recorder(config.record_path, script=str(script), argv=script_args)
     counter = CallCounter()
@@ -109,7 +109,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
             "external call)",
         )
     )
-    from checks.dryrun.policy_server import PolicyServer
+    from checks.dryrun.standins.policy_server import PolicyServer
     from checks.preflight.child import preflight_from_env
 
     # A preflight (checks.preflight): the real model through a relay, one step's groups.
@@ -122,8 +122,9 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     os.environ.setdefault("WANDB_API_KEY", WANDB_KEY_PLACEHOLDER)
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 
-    from checks.dryrun import art_patches, standin_backend
-    from checks.dryrun.arg_caps import dryrun_caps, install_arg_caps
+    from checks.dryrun.child import art_patches
+    from checks.dryrun.child.arg_caps import dryrun_caps, install_arg_caps
+    from checks.dryrun.standins import standin_backend
 
     standin_backend.install_session(
         standin_backend.DryrunSession(
@@ -137,7 +138,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
     wandb_imported_by_script = art_patches.silence_wandb(import_it=config.own_environment)
     art_patches.install_gather_recording(recorder)
     art_patches.route_litellm(policy.base_url, OPENAI_KEY_PLACEHOLDER)
-    from checks.dryrun.move_search import MoveSearch, install_request_hook
+    from checks.dryrun.standins.move_search import MoveSearch, install_request_hook
 
     if preflight is not None:
         preflight.install(recorder)
@@ -200,7 +201,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
 
 
 def _check_shutdown(recorder: Recorder, *, clean_exit: bool, wandb_imported: bool) -> None:
-    from checks.dryrun.standin_backend import current_session
+    from checks.dryrun.standins.standin_backend import current_session
 
     if clean_exit and current_session().unclosed_backends:
         recorder.finding(
@@ -219,9 +220,9 @@ def _check_shutdown(recorder: Recorder, *, clean_exit: bool, wandb_imported: boo
 
 
 def main() -> None:
-    """Entry point: `python -m checks.dryrun.bootstrap SCRIPT [ARGS...]`."""
+    """Entry point: `python -m checks.dryrun.child.bootstrap SCRIPT [ARGS...]`."""
     if len(sys.argv) < 2:
-        print("usage: python -m checks.dryrun.bootstrap SCRIPT [ARGS...]", file=sys.stderr)
+        print("usage: python -m checks.dryrun.child.bootstrap SCRIPT [ARGS...]", file=sys.stderr)
         raise SystemExit(2)
     script = Path(sys.argv[1]).resolve()
     sys.exit(run(script, sys.argv[2:], BootstrapConfig.from_env()))

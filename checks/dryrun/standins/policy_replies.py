@@ -6,7 +6,7 @@ texts that sometimes echo a word or number of the prompt (so simple programmatic
 and game loops see both hits and misses), JSON that fits a requested schema, and RULER
 judge verdicts with one differing score per `<trajectory id="N">` block. In a game, `moves`
 are the moves the dry run found the game accepts at the position shown
-(`checks.dryrun.move_search`): the policy plays one of them.
+(`checks.dryrun.standins.move_search`): the policy plays one of them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 import uuid
 from typing import Any
 
-from checks.dryrun.move_candidates import (
+from checks.dryrun.standins.move_candidates import (
     ANSWER_TAG,
     example_answers,
     free_cells,

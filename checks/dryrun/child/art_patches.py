@@ -26,7 +26,7 @@ import art.serverless.backend
 from art.trajectories import Trajectory, TrajectoryGroup
 
 from checks.dryrun.run_record import Recorder
-from checks.dryrun.standin_backend import StandinLocalBackend, StandinServerlessBackend
+from checks.dryrun.standins.standin_backend import StandinLocalBackend, StandinServerlessBackend
 
 AfterEach = Callable[[TrajectoryGroup], Awaitable[TrajectoryGroup | list[TrajectoryGroup] | None]]
 # litellm providers that already speak the OpenAI wire format.

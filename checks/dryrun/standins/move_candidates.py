@@ -1,7 +1,7 @@
 """The moves a game might accept, read from what the agent is shown: the stand-in's candidates.
 
 Pure functions of the conversation. The dry run tries each candidate on a copy of the game
-(`checks.dryrun.move_search`) and the stand-in policy plays one the game accepted, so the
+(`checks.dryrun.standins.move_search`) and the stand-in policy plays one the game accepted, so the
 candidates may be generous: a wrong one only costs a try. They come from the observation (the
 cells of a board in any layout, its words and numbers) and the instructions (examples in quotes,
 tags or JSON, moves listed in free text such as "up, down, left or right").

@@ -7,7 +7,7 @@ LocalBackend would reject too: asking for `model.name` instead of `name@step`.
 
 Its wire contract is OpenAI's and nothing more. What it knows beyond the request comes from
 inside the script's process: the moves a game accepts at a position (`know_moves`, from
-`checks.dryrun.move_search`), looked up by the text of the request's last user message.
+`checks.dryrun.standins.move_search`), looked up by the text of the request's last user message.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-from checks.dryrun.move_candidates import message_text
-from checks.dryrun.policy_replies import (
+from checks.dryrun.standins.move_candidates import message_text
+from checks.dryrun.standins.policy_replies import (
     JsonObject,
     completion_chunks,
     judge_trajectory_ids,

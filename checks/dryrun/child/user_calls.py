@@ -42,7 +42,8 @@ convention; with the functions named like the tools the policy was offered, they
 
 GAME_FUNCTIONS = frozenset({"render_observation", "apply_action"})
 """The environment's functions whose arguments (the game, the action) the counter passes on to
-its observer: how the dry run's stand-in player sees the game (`checks.dryrun.move_search`)."""
+its observer: how the dry run's stand-in player sees the game
+(`checks.dryrun.standins.move_search`)."""
 
 
 class CallObserver(Protocol):
