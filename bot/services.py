@@ -50,10 +50,10 @@ from storage.sessions import SessionStore
 if TYPE_CHECKING:
     from bot.runs.compare import RunComparer
     from bot.runs.controls import RunControls
-    from bot.runs.model_export import ModelExport
     from bot.runs.rerun import Reruns
     from bot.runs.service import RunService
-    from bot.runs.tryit import ModelTrier
+    from bot.runs.trained_model.model_export import ModelExport
+    from bot.runs.trained_model.tryit import ModelTrier
 
 log = logging.getLogger(__name__)
 
@@ -169,12 +169,12 @@ def build_services(
         # Imported only with a runner: the plots need matplotlib, the client httpx.
         from bot.runs.compare import RunComparer
         from bot.runs.controls import RunControls
-        from bot.runs.model_export import ModelExport
         from bot.runs.rerun import Reruns
         from bot.runs.service import RunService
         from bot.runs.store import RunStore
-        from bot.runs.try_limits import TryLimits, TryPool
-        from bot.runs.tryit import ModelTrier
+        from bot.runs.trained_model.model_export import ModelExport
+        from bot.runs.trained_model.try_limits import TryLimits, TryPool
+        from bot.runs.trained_model.tryit import ModelTrier
         from runner.client import RunnerClient
 
         runner_token = settings.artbot_runner_token.get_secret_value()

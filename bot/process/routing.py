@@ -17,8 +17,8 @@ MAX_ROUTED_BODY = MAX_SLACK_BODY_BYTES
 FORM = "application/x-www-form-urlencoded"
 JSON = "application/json"
 _VIEW_TYPES = ("view_submission", "view_closed")
-# *Try it*'s modal carries "<run's public id> <channel>" (bot.runs.tryit; the id's shape is
-# bot.runs.store.PUBLIC_ID, not imported: the router loads no SQL).
+# *Try it*'s modal carries "<run's public id> <channel>" (bot.runs.trained_model.tryit; the id's
+# shape is bot.runs.store.PUBLIC_ID, not imported: the router loads no SQL).
 _RUN_AND_CHANNEL = re.compile(r"[23456789abcdefghjkmnpqrstuvwxyz]{12} (\S+)")
 _MAX_FORM_FIELDS = 100
 

@@ -7,15 +7,15 @@ calls, 200 users got 35 turns/s. But threads that all compute at once fight over
 uvicorn's event loop, which acks every request, waits behind them: 64 threads with nothing to
 hold them back put the acks on PostgreSQL at p50 1.9 s.
 
-So each listener thread takes one of a few `WorkSlots` before it starts, and gives it back
-while it waits on Slack (`YieldingWebClient`) or on a language model (`Turns` enters
-`waiting()` around the assistant; `try` calls its models on a pool of its own,
-bot.runs.try_limits): the waits overlap, the computing stays few. A thread coming back from
-Slack takes its slot back at once, over the bound if need be: it may hold its conversation's
-lock, which threads in slots wait for, so making it wait for a slot could deadlock them all.
-Only a thread that holds nothing yet waits for a slot, and waiting threads get theirs in the
-order they asked: with whichever woke first taking a freed slot, some turns waited behind all
-those that came after them (a turn p99 at 200 users of 3.5 s, at p50 1.1 s).
+So each listener thread takes one of a few `WorkSlots` before it starts, and gives it back while it
+waits on Slack (`YieldingWebClient`) or on a language model (`Turns` enters `waiting()` around the
+assistant; `try` calls its models on a pool of its own, bot.runs.trained_model.try_limits): the
+waits overlap, the computing stays few. A thread coming back from Slack takes its slot back at once,
+over the bound if need be: it may hold its conversation's lock, which threads in slots wait for, so
+making it wait for a slot could deadlock them all. Only a thread that holds nothing yet waits for a
+slot, and waiting threads get theirs in the order they asked: with whichever woke first taking a
+freed slot, some turns waited behind all those that came after them (a turn p99 at 200 users of 3.5
+s, at p50 1.1 s).
 
 And the threads that compute run `behind_the_acks`: at a lower CPU priority than the process's
 others, the event loop that acks among them, so that on a busy machine the kernel runs the acks

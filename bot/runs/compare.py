@@ -16,7 +16,7 @@ from slack_sdk import WebClient
 
 from bot.delivery.effects import Upload
 from bot.delivery.outbox import Outbox
-from bot.runs.plots import compared_curves_png
+from bot.runs.display.plots import compared_curves_png
 from bot.runs.store import Run, RunRef, RunStore
 from bot.slack.poster import ThreadPoster
 from bot.slack.text import clip, escape

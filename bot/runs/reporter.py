@@ -7,7 +7,7 @@ the model (and the reward curve once, at the end).
 
 Validations are not posted: the card shows the latest val/reward, and a post per validation
 (with a plot each) made a long run the noisiest part of the thread. The first validation's best
-and worst rollouts are (bot.runs.rollout_samples: which ones, and why)."""
+and worst rollouts are (bot.runs.display.rollout_samples: which ones, and why)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from bot.delivery.effects import Edit, Post, ThreadEffect, Upload
 from bot.delivery.outbox import Outbox
-from bot.runs.cards import (
+from bot.runs.display.cards import (
     LOST,
     SIMILARITY_METRIC,
     auto_resume_message,
@@ -31,8 +31,8 @@ from bot.runs.cards import (
     status_card,
     success_message,
 )
-from bot.runs.plots import loss_curve_png, reward_curve_png
-from bot.runs.rollout_samples import first_validation, rollouts_said, with_samples
+from bot.runs.display.plots import loss_curve_png, reward_curve_png
+from bot.runs.display.rollout_samples import first_validation, rollouts_said, with_samples
 from bot.runs.store import Run, RunStore
 from bot.slack.blocks import SlackMessage, text_message
 from bot.slack.text import clip, escape
@@ -148,10 +148,10 @@ class RunReporter:
         return run, said
 
     def _rollouts(self, run: Run, data: Mapping[str, Any], said: list[ThreadEffect]) -> Run:
-        """A validation's best and worst rollouts: their gist kept with the step's point (the
-        status card shows the latest validation's), and the first validation's posted in full
-        (bot.runs.rollout_samples says which are posted); the others are shown on request or, the
-        last, at the end."""
+        """A validation's best and worst rollouts: their gist kept with the step's point (the status
+        card shows the latest validation's), and the first validation's posted in full
+        (bot.runs.display.rollout_samples says which are posted); the others are shown on request
+        or, the last, at the end."""
         try:
             rollouts = ValidationRollouts.model_validate(data)
         except ValueError:

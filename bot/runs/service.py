@@ -19,10 +19,10 @@ from bot.delivery.effects import Post, ThreadEffect
 from bot.delivery.outbox import Outbox
 from bot.process.shards import ALONE, Shard
 from bot.runs.approval import ApprovalPolicy
-from bot.runs.cards import preflight_then, runs_list_text, status_card, thread_status_text
+from bot.runs.display.cards import preflight_then, runs_list_text, status_card, thread_status_text
+from bot.runs.display.rollout_samples import post_rollouts, rollouts_said
 from bot.runs.preflight_records import PreflightRecords
 from bot.runs.reporter import RESTARTING, STALLED, AutoResume, RunReporter, failure_of
-from bot.runs.rollout_samples import post_rollouts, rollouts_said
 from bot.runs.store import Run, RunRef, RunStore
 from bot.slack.blocks import text_message
 from bot.slack.poster import ThreadPoster

@@ -1,9 +1,9 @@
 """A reply in a wizard's thread (typed, or a click on one of its answers): whose reply counts, and
 each one advanced once however often Slack delivers it.
 
-Before the wizard: `try <prompt>` in a thread whose run succeeded (bot.runs.tryit) and `show
-rollouts [step]` (bot.runs.rollout_samples) are the runs' own. After it: `status` adds the
-thread's runs.
+Before the wizard: `try <prompt>` in a thread whose run succeeded (bot.runs.trained_model.tryit) and
+`show rollouts [step]` (bot.runs.display.rollout_samples) are the runs' own. After it: `status` adds
+the thread's runs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from slack_sdk import WebClient
 
 from bot.delivery.effects import Post, turn_effects
-from bot.runs.rollout_samples import rollouts_request
+from bot.runs.display.rollout_samples import rollouts_request
 from bot.slack.blocks import text_message
 from bot.wizard.expiry import Expiry
 from bot.wizard.proposals import Proposals
@@ -24,7 +24,7 @@ from storage.sessions import SessionKey, StoredSession
 
 if TYPE_CHECKING:
     from bot.runs.service import RunService
-    from bot.runs.tryit import ModelTrier
+    from bot.runs.trained_model.tryit import ModelTrier
 
 
 @dataclass(frozen=True)

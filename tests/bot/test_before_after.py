@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.runs.cards import before_after_table, failure_message, success_message
+from bot.runs.display.cards import before_after_table, failure_message, success_message
 from bot.runs.store import Run
 from runner.schemas import Failure
 

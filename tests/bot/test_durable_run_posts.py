@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from bot.delivery.effects import Edit, Upload
 from bot.delivery.outbox_rows import effect_row, row_effect
-from bot.runs.cards import status_card
+from bot.runs.display.cards import status_card
 from bot.runs.store import Run
 from bot.slack.blocks import text_message
 from storage.sessions import SessionKey

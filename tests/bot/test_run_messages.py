@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.runs.cards import success_message
+from bot.runs.display.cards import success_message
 from bot.runs.flags import with_lower_gpu_memory
 from bot.runs.store import Run
 

@@ -20,7 +20,7 @@ from bot.migrations import BOT_DATABASE
 from bot.process.serve import BotServer, web_for
 from bot.runs.service import RunService
 from bot.runs.store import PUBLIC_ID, Run, RunRef
-from bot.runs.tryit import try_modal
+from bot.runs.trained_model.tryit import try_modal
 from bot.slack.blocks import (
     RESULT_ACTIONS,
     RUN_CANCEL_ACTION,

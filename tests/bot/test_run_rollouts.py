@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.runs.rollout_samples import (
+from bot.runs.display.rollout_samples import (
     CARD_ANSWER_CHARS,
     RolloutsRequest,
     rollouts_request,

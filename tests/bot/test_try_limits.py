@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from bot.process.serve import BotServer, web_for
-from bot.runs.try_limits import TryLimits, TryPool
+from bot.runs.trained_model.try_limits import TryLimits, TryPool
 from flows import TRAIN_RL, replay
 from runner.schemas import EventsPage, EventType, JobEvent
 from storage.sessions import SessionKey

@@ -1,6 +1,6 @@
-"""A finished run's *Checkpoints and export* (bot.runs.model_export): the list, the choice of
-the step that is the model, *Export to Hugging Face* with the modal it opens, and *Download the
-adapter*. Without a runner they are acked and do nothing."""
+"""A finished run's *Checkpoints and export* (bot.runs.trained_model.model_export): the list, the
+choice of the step that is the model, *Export to Hugging Face* with the modal it opens, and
+*Download the adapter*. Without a runner they are acked and do nothing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 
-from bot.runs.export_messages import (
+from bot.runs.trained_model.export_messages import (
     PUBLIC_BLOCK,
     PUBLIC_INPUT,
     PUBLIC_OPTION,
@@ -18,7 +18,7 @@ from bot.runs.export_messages import (
     chosen_checkpoint,
     repo_id_problem,
 )
-from bot.runs.model_export import ModelExport
+from bot.runs.trained_model.model_export import ModelExport
 from bot.services import Services
 from bot.slack.blocks import (
     RUN_CHECKPOINTS_ACTION,

@@ -1,9 +1,9 @@
-"""A run's buttons, each straight to its run service: the status card's Cancel and Pause, a
-paused run's Resume, a failed run's fixes and a stalled run's Restart and Keep waiting
-(bot.runs.controls), and under a finished run *Run again with changes* and *Continue with RL
-from this model* (bot.runs.rerun), *Compare with the previous run of this project*
-(bot.runs.compare) and *Try it* with the modal it opens (bot.runs.tryit). Without a runner they
-are acked and do nothing."""
+"""A run's buttons, each straight to its run service: the status card's Cancel and Pause, a paused
+run's Resume, a failed run's fixes and a stalled run's Restart and Keep waiting (bot.runs.controls),
+and under a finished run *Run again with changes* and *Continue with RL from this model*
+(bot.runs.rerun), *Compare with the previous run of this project* (bot.runs.compare) and *Try it*
+with the modal it opens (bot.runs.trained_model.tryit). Without a runner they are acked and do
+nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from slack_bolt import Ack, App, BoltContext
 from slack_sdk import WebClient
 
 from bot.runs.store import RunRef
-from bot.runs.tryit import MAX_PROMPT_CHARS, PROMPT_BLOCK, PROMPT_INPUT
+from bot.runs.trained_model.tryit import MAX_PROMPT_CHARS, PROMPT_BLOCK, PROMPT_INPUT
 from bot.services import Services
 from bot.slack.blocks import (
     RUN_CANCEL_ACTION,

@@ -3,10 +3,10 @@ its checkpoints with their val/reward, the owner picks the one that is "the mode
 default: `try` and export use it), pushes its LoRA adapter to the Hugging Face Hub or gets a
 download link for it.
 
-Everything happens on the runner (`GET /jobs/{id}/checkpoints`, `PUT /jobs/{id}/model`,
-`POST /jobs/{id}/exports`, `POST .../download-link`): the checkpoints live there, and so does
-the Hub token (HF_TOKEN in the runner's environment, never the bot's). The export runs on the
-runner; the bot polls its state on the tries' pool (bot.runs.try_limits), so a slow upload holds
+Everything happens on the runner (`GET /jobs/{id}/checkpoints`, `PUT /jobs/{id}/model`, `POST
+/jobs/{id}/exports`, `POST .../download-link`): the checkpoints live there, and so does the Hub
+token (HF_TOKEN in the runner's environment, never the bot's). The export runs on the runner; the
+bot polls its state on the tries' pool (bot.runs.trained_model.try_limits), so a slow upload holds
 no listener, and says in the thread where the adapter went and how to load it.
 
 A ServerlessBackend run's checkpoints are W&B artifacts already: the bot says where they are.
@@ -25,7 +25,8 @@ from slack_sdk import WebClient
 
 from bot.delivery.effects import Post
 from bot.delivery.outbox import Outbox
-from bot.runs.export_messages import (
+from bot.runs.store import Run, RunRef, RunStore
+from bot.runs.trained_model.export_messages import (
     at_step,
     checkpoints_message,
     export_modal,
@@ -35,8 +36,7 @@ from bot.runs.export_messages import (
     served_name,
     serverless_checkpoints,
 )
-from bot.runs.store import Run, RunRef, RunStore
-from bot.runs.try_limits import TryPool
+from bot.runs.trained_model.try_limits import TryPool
 from bot.slack.blocks import text_message
 from bot.slack.poster import ThreadPoster
 from bot.slack.text import clip, escape

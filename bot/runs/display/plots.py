@@ -14,7 +14,7 @@ matplotlib.use("Agg")  # before pyplot: a server has no display
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from bot.runs.cards import is_fine_tuning
+from bot.runs.display.cards import is_fine_tuning
 
 
 def reward_curve_png(points: Sequence[dict[str, Any]], title: str) -> bytes:

@@ -1,6 +1,6 @@
-"""What *Checkpoints and export* shows (bot.runs.model_export): the list of a run's checkpoints
-with its controls, the export modal and its repository check, and what the thread is told when
-an export is done or failed, or where a ServerlessBackend run's checkpoints are."""
+"""What *Checkpoints and export* shows (bot.runs.trained_model.model_export): the list of a run's
+checkpoints with its controls, the export modal and its repository check, and what the thread is
+told when an export is done or failed, or where a ServerlessBackend run's checkpoints are."""
 
 from __future__ import annotations
 

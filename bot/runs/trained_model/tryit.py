@@ -16,9 +16,9 @@ stops the serving job.
 Only the wizard's owner tries (the model's usage is billed to the team). A thread whose wizard
 still asks a question takes `try ...` as an answer unless one of its runs succeeded.
 
-The listener's thread only checks (who, which run, the rate limits: bot.runs.try_limits) and
-hands the call to the tries' own pool, so a slow model never holds a listener: acks and other
-threads' turns go on whatever the tries do."""
+The listener's thread only checks (who, which run, the rate limits:
+bot.runs.trained_model.try_limits) and hands the call to the tries' own pool, so a slow model never
+holds a listener: acks and other threads' turns go on whatever the tries do."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from slack_sdk import WebClient
 from bot.delivery.effects import Post
 from bot.delivery.outbox import Outbox
 from bot.runs.store import Run, RunRef, RunStore
-from bot.runs.try_limits import TryLimits, TryPool
+from bot.runs.trained_model.try_limits import TryLimits, TryPool
 from bot.slack.blocks import (
     MAX_BLOCKS,
     RUN_CANCEL_ACTION,
@@ -123,7 +123,7 @@ class ModelTrier:
         max_tokens: int = 512,
     ) -> None:
         """`runner` and its token serve LocalBackend models (None: `try` says it cannot);
-        `limits` and `pool` bound what tries cost (bot.runs.try_limits)."""
+        `limits` and `pool` bound what tries cost (bot.runs.trained_model.try_limits)."""
         self.runs = runs
         self.limits = limits
         self.pool = pool

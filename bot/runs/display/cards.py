@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.runs.rollout_samples import samples_line
+from bot.runs.display.rollout_samples import samples_line
 from bot.runs.store import Run
 from bot.slack.blocks import (
     MAX_BLOCKS,
@@ -257,11 +257,11 @@ def _last_chars(text: str, limit: int) -> str:
 
 
 def followup_buttons(run: Run, *, succeeded: bool) -> Block:
-    """Under a finished (or failed) run: *Run again with changes* (bot.runs.rerun) and, once
-    it succeeded, *Try it* (bot.runs.tryit) and *Compare with the previous run of this project*
-    (bot.runs.compare), or, under a fine-tuning run, *Continue with RL from this model*
-    (bot.runs.rerun); *Checkpoints and export* (bot.runs.model_export) under a succeeded run and
-    a stopped LocalBackend run that trained a step."""
+    """Under a finished (or failed) run: *Run again with changes* (bot.runs.rerun) and, once it
+    succeeded, *Try it* (bot.runs.trained_model.tryit) and *Compare with the previous run of this
+    project* (bot.runs.compare), or, under a fine-tuning run, *Continue with RL from this model*
+    (bot.runs.rerun); *Checkpoints and export* (bot.runs.trained_model.model_export) under a
+    succeeded run and a stopped LocalBackend run that trained a step."""
     labels = [(RUN_RERUN_ACTION, "Run again with changes")]
     if succeeded or (run.backend != "serverless" and run.points):  # it may have checkpoints
         labels.append((RUN_CHECKPOINTS_ACTION, "Checkpoints and export"))
