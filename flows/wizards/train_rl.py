@@ -1,28 +1,17 @@
 """The `train-rl` wizard as data: every question of the product spec, in order, with its
-branching, and the few parsers and displays that only its questions use."""
+branching (flows.wizards.rl_branches), its wording beyond the questions' text
+(flows.wizards.rl_wording) and the parsers only it uses (flows.wizards.rl_parsers)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
-from flows.code.entry_points import (
-    check_tool_functions,
-    defines_function,
-    environment_calls,
-    generator_call,
-)
-from flows.code.third_party import (
-    imported_modules,
-    requirements,
-    suggested_requirements,
-    third_party,
-)
+from flows.code.third_party import imported_modules
 from flows.conversation import validators as v
-from flows.definition.conditions import Condition, Holds, all_of, any_of, is_, not_
+from flows.definition.conditions import Condition, any_of, is_, not_
 from flows.definition.flow import Flow, Part
-from flows.definition.steps import Answers, Choice, InvalidAnswer, MenuField, Option, Parse, Text
+from flows.definition.steps import Answers, Choice, MenuField, Option, Parse, Text
 from flows.wizards.agent_prompt import (
     agent_prompt_details,
     agent_prompt_display,
@@ -32,6 +21,51 @@ from flows.wizards.agent_prompt import (
 )
 from flows.wizards.http_tools import tool_auth, tool_auth_display, tool_endpoints
 from flows.wizards.judge_models import JUDGE_MODELS, judge_caution, judge_model_id
+from flows.wizards.rl_branches import (
+    ASKS_REWARD_LOGIC,
+    FROM_GENERATOR,
+    HTTP_TOOLS,
+    LOCAL_TOOLS,
+    MULTI_TURN,
+    NO_FINAL_ANSWER_TOOL,
+    THIRD_PARTY_IMPORTS,
+    VALIDATED,
+    WITH_ENVIRONMENT,
+    WITH_RULER,
+    WITH_SIMULATED_USER,
+    WITH_TOOLS,
+    rollout_pattern,
+    user_code,
+)
+from flows.wizards.rl_parsers import (
+    check_iteration,
+    check_val_fraction,
+    environment_code,
+    extra_packages,
+    generator_code,
+    suggested_packages,
+    tool_code,
+    val_fraction,
+)
+from flows.wizards.rl_wording import (
+    INVALID_ACTION_REWARD,
+    REPLAYABLE_RULE,
+    RULER_NOTE,
+    code_display,
+    final_answer_options,
+    first_line,
+    packages_details,
+    packages_display,
+    recommend_final_answer_tool,
+    recommended_reward,
+    reward_names,
+    reward_reason,
+    rows_display,
+    tool_code_details,
+    tool_urls_details,
+    tools_display,
+    validation_details,
+)
 from flows.wizards.shared_steps import (
     CUSTOM_HYPERPARAMETERS,
     base_model_step,
@@ -39,7 +73,7 @@ from flows.wizards.shared_steps import (
     project_step,
     run_name_step,
 )
-from flows.wizards.simulated_user import has_simulated_user, simulated_user, simulated_user_display
+from flows.wizards.simulated_user import simulated_user, simulated_user_display
 from flows.wizards.start_from import (
     START_FROM,
     START_FROM_SFT,
@@ -59,368 +93,6 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "max_completion_tokens": 1024,
 }
 MAX_TURNS = 1_000
-INVALID_ACTION_REWARD = -1  # the script's INVALID_ACTION_REWARD, said in the wizard
-
-RULER_NOTE = (
-    "*About RULER:* RULER is an LLM judge that compares the trajectories within a group and "
-    "scores which ones are better, so you need no hand-written reward function. It needs an "
-    "`OPENAI_API_KEY` (or the key of the judge's provider) where the training runs."
-)
-
-REPLAYABLE_RULE = (
-    "The rule: choose *multi-turn RL* when an episode can be recreated and rolled out again and "
-    "again from the same initial state (a game, a sandbox, tools that only read fixed data). "
-    "Choose *single-turn* training on static examples when the task depends on live humans, "
-    "mutable production systems or other state you cannot reset. Which is closer to your task?"
-)
-
-# The branches, named once: the steps' `when=` guards and the helpers below read the same ones.
-MULTI_TURN = is_("turns", "multi")
-WITH_TOOLS = all_of(MULTI_TURN, is_("uses_tools", "yes"))
-WITH_ENVIRONMENT = all_of(MULTI_TURN, is_("uses_tools", "no"))
-FROM_GENERATOR = is_("scenario_source", "generator")
-VALIDATED = any_of(
-    is_("val_split", "held_out", "separate"),
-    is_("val_generated", "generated", "separate"),
-)
-WITH_RULER = is_("reward", "ruler", "custom")
-LOCAL_TOOLS = all_of(WITH_TOOLS, is_("tool_execution", "local"))
-HTTP_TOOLS = all_of(WITH_TOOLS, is_("tool_execution", "http"))
-WITH_SIMULATED_USER = all_of(WITH_TOOLS, Holds(("simulated_user",), has_simulated_user))
-WITH_REWARD_CODE = is_("reward", "programmatic", "custom")
-
-
-def _environment_defines_reward(answers: Answers) -> bool:
-    """The environment defines its own `compute_reward(game)`."""
-    source = answers.get("environment")
-    return isinstance(source, str) and defines_function(source, "compute_reward")
-
-
-# A game whose environment has its own `compute_reward(game)`: that is the reward, not asked again.
-ENVIRONMENT_REWARD = all_of(WITH_ENVIRONMENT, Holds(("environment",), _environment_defines_reward))
-ASKS_REWARD_LOGIC = all_of(WITH_REWARD_CODE, not_(ENVIRONMENT_REWARD))
-
-WIN_OR_LOSS = re.compile(
-    r"\b(win|wins|won|winning|winner|lose|loses|lost|losing|loss|draw|checkmate|stalemate|"
-    r"victory|defeat)\b",
-    re.IGNORECASE,
-)
-
-
-def _describes_an_outcome(answers: Answers) -> bool:
-    """The task or the episode's end, in the user's words, names a win, a loss or a draw."""
-    said = (answers.get("task"), answers.get("episode_end"))
-    return any(isinstance(text, str) and WIN_OR_LOSS.search(text) for text in said)
-
-
-def _recommended_reward(answers: Answers) -> str:
-    """Programmatic where the outcome is explicit (a game's state, a stated win or loss): code
-    scores it exactly, where a judge only compares; RULER for the open-ended rest."""
-    if WITH_ENVIRONMENT(answers) or _describes_an_outcome(answers):
-        return "programmatic"
-    return "ruler"
-
-
-def _reward_reason(answers: Answers) -> str:
-    if ENVIRONMENT_REWARD(answers):
-        return (
-            "Your environment has its own `compute_reward`: with a programmatic reward, it is the "
-            "reward."
-        )
-    if WITH_ENVIRONMENT(answers) or _describes_an_outcome(answers):
-        where = "your game's state" if WITH_ENVIRONMENT(answers) else "what you described"
-        return (
-            f"The outcome is explicit in {where} (a win, a loss, a draw): code scores it exactly, "
-            "so programmatic is recommended. RULER suits open-ended answers that only a judge can "
-            "compare."
-        )
-    return (
-        "Choose programmatic only when correctness is robustly checkable with code; custom only "
-        "when the task genuinely mixes reward sources."
-    )
-
-
-def rollout_pattern(answers: Answers) -> str:
-    """single, tools or game: which rollout the script uses."""
-    if not MULTI_TURN(answers):
-        return "single"
-    return "tools" if WITH_TOOLS(answers) else "game"
-
-
-def _rows_display(rows: Any) -> str:
-    return (
-        f"{len(rows)} scenario{'s' if len(rows) != 1 else ''}"
-        if isinstance(rows, list)
-        else str(rows)
-    )
-
-
-def _code_display(code: Any) -> str:
-    text = code.get("code", "") if isinstance(code, dict) else str(code)
-    lines = text.strip().splitlines()
-    return (
-        f"{len(lines)} line{'s' if len(lines) != 1 else ''} of code"
-        if len(lines) > 1
-        else text[:200]
-    )
-
-
-def _first_line(text: str) -> str:
-    """A long text answer shown back by its first line, cut to 80 characters."""
-    lines = text.strip().splitlines() or [""]
-    first = lines[0] if len(lines[0]) <= 80 else lines[0][:79] + "…"
-    return first + (" (…)" if len(lines) > 1 else "")
-
-
-def _tools_display(tools: Any) -> str:
-    return (
-        ", ".join(t["function"]["name"] for t in tools) if isinstance(tools, list) else str(tools)
-    )
-
-
-NO_FINAL_ANSWER_TOOL = "none"
-FINAL_ANSWER_NAME = re.compile(r"(^|_)(final|answer|submit|finish)(_|$)", re.IGNORECASE)
-
-
-def final_answer_tool(answers: Answers) -> dict[str, Any] | None:
-    """The schema of the tool whose call ends the episode, or None (the agent answers in text)."""
-    wanted = answers.get("final_answer_tool", NO_FINAL_ANSWER_TOOL)
-    if wanted == NO_FINAL_ANSWER_TOOL:
-        return None  # even beside a tool named `none`, which is therefore never offered
-    return next((t for t in answers.get("tools", []) if t["function"]["name"] == wanted), None)
-
-
-def _final_answer_options(answers: Answers) -> tuple[Option, ...]:
-    tools = [t["function"]["name"] for t in answers.get("tools", [])]
-    return (
-        *(
-            Option(name, name, "Calling it ends the episode")
-            for name in tools
-            if name != NO_FINAL_ANSWER_TOOL
-        ),
-        Option(
-            NO_FINAL_ANSWER_TOOL,
-            "None: the episode ends when the agent answers without a tool call",
-        ),
-    )
-
-
-def _recommend_final_answer_tool(answers: Answers) -> str:
-    tools = [t["function"]["name"] for t in answers.get("tools", [])]
-    return next((name for name in tools if FINAL_ANSWER_NAME.search(name)), NO_FINAL_ANSWER_TOOL)
-
-
-TRAJECTORY_NAME = (
-    "• `trajectory`: the episode as an `art.Trajectory`: `trajectory.messages()` is the "
-    "conversation so far, `trajectory.metrics` a dict you may add numbers or bools to (they are "
-    'logged with training), `trajectory.metadata["scenario_id"]` which scenario it was'
-)
-
-
-def _answer_name(answers: Answers) -> str:
-    """What the reward's `answer` holds on this branch."""
-    if not WITH_TOOLS(answers):
-        return "• `answer`: the agent's reply, as text"
-    final = final_answer_tool(answers)
-    if final is None:
-        return (
-            '• `answer`: the agent\'s last reply without a tool call, as text (`""` when the '
-            "turn limit came first)"
-        )
-    parameters = final["function"].get("parameters", {}).get("properties", {})
-    given = (
-        "its argument, as text"
-        if len(parameters) == 1
-        else "its arguments as a JSON object in text (`json.loads(answer)`)"
-    )
-    return (
-        f"• `answer`: what the agent passed to `{final['function']['name']}`: {given} "
-        '(`""` when the turn limit came first)'
-    )
-
-
-def _reward_names(answers: Answers) -> str:
-    """How to write the reward on this branch: the names it sees, and an example."""
-    if rollout_pattern(answers) == "game":
-        names = [
-            "• `scenario`: the episode's scenario, a dict",
-            "• `game`: what your `create_game` returned, after the last move",
-            TRAJECTORY_NAME,
-        ]
-        signature = "compute_reward(scenario, game, trajectory)"
-        example = '1.0 if game["won"] else 0.0'
-        after = (
-            f" An invalid move (your `apply_action` raised ValueError) already scores "
-            f"{INVALID_ACTION_REWARD}."
-            if answers.get("invalid_action") == "end"
-            else ' `trajectory.metrics["invalid_actions"]` counts the invalid moves.'
-        )
-    else:
-        names = [
-            '• `scenario`: the episode\'s scenario, a dict (e.g. `scenario["answer"]`)',
-            _answer_name(answers),
-            TRAJECTORY_NAME,
-        ]
-        signature = "compute_reward(scenario, answer, trajectory)"
-        example = '1.0 if answer.strip() == scenario["answer"] else 0.0'
-        after = ""
-    return (
-        f"Write a Python expression, or a function `{signature}`, that gives a float: higher "
-        f"is better.{after} Your code sees:\n" + "\n".join(names) + f"\nFor example: `{example}`"
-    )
-
-
-def _tool_calls(answers: Answers) -> list[str]:
-    """Each tool but the final-answer one as its call reads, `name(parameter, ...)`."""
-    final = final_answer_tool(answers)
-    calls = []
-    for tool in answers.get("tools", []):
-        name = tool["function"]["name"]
-        if final is None or name != final["function"]["name"]:
-            parameters = tool["function"].get("parameters", {}).get("properties", {})
-            calls.append(f"`{name}({', '.join(parameters)})`")
-    return calls
-
-
-def _tool_code_details(answers: Answers) -> str:
-    final = final_answer_tool(answers)
-    optional = (
-        f" `{final['function']['name']}` ends the episode and needs no function (one is called "
-        "first as a check when you define it)."
-        if final is not None
-        else ""
-    )
-    return (
-        f"The functions to write: {', '.join(_tool_calls(answers)) or 'none'}. "
-        "Each gets the arguments the agent passed in its call, by the names of the tool's "
-        f"parameters.{optional}"
-    )
-
-
-def _tool_urls_details(answers: Answers) -> str:
-    return (
-        f"The tools: {', '.join(_tool_calls(answers)) or 'none'}. With POST (the default), "
-        'PUT or PATCH the script sends the call\'s arguments as a JSON object (`{"parameter": '
-        "value, ...}`); with GET or DELETE, as the query string. A `{name}` in the URL's path is "
-        "filled from the call's argument of that name, else from the scenario's field."
-    )
-
-
-def _tool_code(value: str, answers: Answers) -> str:
-    """One function per tool, each accepting the tool's parameters by name. The final-answer
-    tool needs none: when the code defines it, it is called as a check of the answer."""
-    module = v.user_module(value, "tool code")
-    final = final_answer_tool(answers)
-    check_tool_functions(
-        module, answers.get("tools", []), optional=final["function"]["name"] if final else None
-    )
-    return v.normalized_source(value)
-
-
-def _environment_code(value: str, answers: Answers) -> str:
-    environment_calls(v.user_module(value, "environment code"))
-    return v.normalized_source(value)
-
-
-def _generator_code(value: str, answers: Answers) -> str:
-    generator_call(v.user_module(value, "generator"))
-    return v.normalized_source(value)
-
-
-def user_code(answers: Answers) -> list[str]:
-    """The code the user sent that the script will contain, on the branch the answers take."""
-    sources: list[Any] = []
-    if FROM_GENERATOR(answers):
-        sources.append(answers.get("scenario_generator"))
-    if LOCAL_TOOLS(answers):
-        sources.append(answers.get("tool_code"))
-    if WITH_ENVIRONMENT(answers):
-        sources.append(answers.get("environment"))
-    logic = answers.get("reward_logic")
-    if ASKS_REWARD_LOGIC(answers) and isinstance(logic, dict) and logic.get("kind") == "function":
-        sources.append(logic.get("code"))
-    return [source for source in sources if isinstance(source, str)]
-
-
-def third_party_imports(answers: Answers) -> list[str]:
-    """Modules the user's code imports that the script's own dependencies do not provide."""
-    return third_party(imported_modules(user_code(answers)))
-
-
-def _imports_third_party(answers: Answers) -> bool:
-    """The user's code imports a module that neither Python nor the script's dependencies
-    provide."""
-    return bool(third_party_imports(answers))
-
-
-THIRD_PARTY_IMPORTS = Holds(
-    ("scenario_generator", "tool_code", "environment", "reward_logic"), _imports_third_party
-)
-
-
-def _extra_packages(value: str, answers: Answers) -> dict[str, list[str]]:
-    return {"imports": third_party_imports(answers), "requirements": requirements(value)}
-
-
-def _suggested_packages(answers: Answers) -> dict[str, list[str]]:
-    imports = third_party_imports(answers)
-    return {"imports": imports, "requirements": suggested_requirements(imports)}
-
-
-def _packages_details(answers: Answers) -> str:
-    imports = third_party_imports(answers)
-    suggested = suggested_requirements(imports)
-    return (
-        f"Your code imports {', '.join(f'`{m}`' for m in imports)}, which neither Python nor the "
-        f"script's dependencies provide. My guess: {', '.join(f'`{r}`' for r in suggested)}. "
-        "Reply `default` to use that, or name the packages (PEP 508, e.g. `pyyaml>=6`)."
-    )
-
-
-def _packages_display(value: Any) -> str:
-    if isinstance(value, dict) and isinstance(value.get("requirements"), list):
-        return ", ".join(str(r) for r in value["requirements"])
-    return str(value)
-
-
-def _check_val_fraction(value: float, answers: Answers) -> float:
-    train = answers.get("train_fraction", 0.0) if answers.get("train_split") == "fraction" else 0.0
-    if train + value > 1.0 + 1e-9:
-        raise InvalidAnswer(
-            f"Training ({train:g}) and validation ({value:g}) together take more than all "
-            "scenarios: lower one of them."
-        )
-    rows = answers.get("scenario_rows")
-    if isinstance(rows, list) and answers.get("train_split") == "all":
-        held_out = max(1, round(value * len(rows)))
-        if held_out >= len(rows):
-            raise InvalidAnswer(
-                f"With {len(rows)} scenarios, holding out {value:g} leaves none to train on."
-            )
-    return value
-
-
-def _val_fraction(value: str, answers: Answers) -> float:
-    return _check_val_fraction(
-        v.float_in(0.0, 1.0, low_open=True, high_open=True)(value, answers), answers
-    )
-
-
-def _validation_details(answers: Answers) -> str:
-    if answers.get("reward") == "ruler":
-        return (
-            "With RULER alone, val/reward is relative: the judge scores a group's rollouts "
-            "against each other, so it ranks checkpoints only roughly. The latest checkpoint is "
-            "always kept too."
-        )
-    return "val/reward picks the best checkpoint to keep; the latest is always kept too."
-
-
-def _check_iteration(value: str, answers: Answers) -> None:
-    if value == "dataset" and FROM_GENERATOR(answers):
-        raise InvalidAnswer(
-            "A generator has no fixed dataset to iterate over: choose the open-ended loop."
-        )
 
 
 def _hyperparameter(
@@ -526,7 +198,7 @@ TRAIN_RL = Flow(
             kind="json",
             when=is_("scenario_source", "inline", "upload"),
             accepts_files=(".jsonl", ".json"),
-            display=_rows_display,
+            display=rows_display,
             help=(
                 'One JSON object per scenario: what the agent is asked (e.g. a "prompt" or '
                 '"question" field) and any fields your reward reads (e.g. "answer").'
@@ -559,11 +231,11 @@ TRAIN_RL = Flow(
                 "returns one scenario, a dict (your reward sees it as `scenario`). Paste the "
                 "code or upload a .py file; it goes into the script as you wrote it."
             ),
-            parse=_generator_code,
+            parse=generator_code,
             kind="code",
             when=FROM_GENERATOR,
             accepts_files=(".py",),
-            display=_code_display,
+            display=code_display,
             help="Python code, sent on purpose: it goes into the script as it is, after it parses.",
             example=(
                 "def generate_scenario(rng):\n"
@@ -635,7 +307,7 @@ TRAIN_RL = Flow(
             kind="json",
             when=WITH_TOOLS,
             accepts_files=(".json",),
-            display=_tools_display,
+            display=tools_display,
             help=(
                 'Each tool: {"type": "function", "function": {"name", "description", '
                 '"parameters"}} where parameters is a JSON-Schema object. Names must be Python '
@@ -655,14 +327,14 @@ TRAIN_RL = Flow(
                 "Calling it gives the agent's final answer: its arguments become the `answer` "
                 "your reward sees."
             ),
-            options_from=_final_answer_options,
+            options_from=final_answer_options,
             options_reads=("tools",),
             when=WITH_TOOLS,
-            recommend=_recommend_final_answer_tool,
+            recommend=recommend_final_answer_tool,
             recommend_reads=("tools",),
             recommend_reason=lambda a: (
                 "It is named like a final-answer tool (the ART-E pattern: `return_final_answer`)."
-                if _recommend_final_answer_tool(a) != NO_FINAL_ANSWER_TOOL
+                if recommend_final_answer_tool(a) != NO_FINAL_ANSWER_TOOL
                 else "No tool is named like a final answer, so the agent answers in text."
             ),
             help=(
@@ -696,12 +368,12 @@ TRAIN_RL = Flow(
                 "(sync or async). What it returns is shown to the agent; an exception becomes an "
                 "error message the agent sees. Paste it or upload a .py file."
             ),
-            details=_tool_code_details,
-            parse=_tool_code,
+            details=tool_code_details,
+            parse=tool_code,
             kind="code",
             when=LOCAL_TOOLS,
             accepts_files=(".py",),
-            display=_code_display,
+            display=code_display,
             help=(
                 "Functions may be sync or async and return anything printable; an exception "
                 "becomes an error message the agent sees."
@@ -717,7 +389,7 @@ TRAIN_RL = Flow(
                 "a JSON object of them. Path parameters such as `{customer_id}` are filled per "
                 "call."
             ),
-            details=_tool_urls_details,
+            details=tool_urls_details,
             parse=tool_endpoints,
             kind="text",
             when=HTTP_TOOLS,
@@ -809,11 +481,11 @@ TRAIN_RL = Flow(
                 "`compute_reward(scenario, game, trajectory)` can be the reward. Paste the code "
                 "or upload a .py file."
             ),
-            parse=_environment_code,
+            parse=environment_code,
             kind="code",
             when=WITH_ENVIRONMENT,
             accepts_files=(".py",),
-            display=_code_display,
+            display=code_display,
             help=(
                 "Each turn the agent gets render_observation(game) and answers with its action as "
                 "text; apply_action applies it. I won't invent game logic: it comes from you."
@@ -913,9 +585,9 @@ TRAIN_RL = Flow(
                 Option("programmatic", "Programmatic", "Code checks the result"),
                 Option("custom", "Custom mix", "Your code and RULER together"),
             ),
-            recommend=_recommended_reward,
+            recommend=recommended_reward,
             recommend_reads=("turns", "uses_tools", "task", "environment", "episode_end"),
-            recommend_reason=_reward_reason,
+            recommend_reason=reward_reason,
             help=(
                 "RULER for open-ended answers and tool use; programmatic when code can check "
                 "correctness (exact answers, game outcomes); custom mixes both."
@@ -926,13 +598,13 @@ TRAIN_RL = Flow(
         Text(
             "reward_logic",
             "How should an episode be scored?",
-            details=_reward_names,
+            details=reward_names,
             parse=v.reward_logic(rollout_pattern),
             kind="code",
             when=ASKS_REWARD_LOGIC,
             caution=answer_shown_caution,
             accepts_files=(".py",),
-            display=_code_display,
+            display=code_display,
             help=(
                 "An expression over `scenario` (the row), `answer` (the agent's final text) and "
                 "`trajectory`; for games, `scenario`, `game` and `trajectory`. Patterns: binary "
@@ -945,13 +617,13 @@ TRAIN_RL = Flow(
         Text(
             "extra_packages",
             "Which packages does your code need, beyond the script's own?",
-            parse=_extra_packages,
+            parse=extra_packages,
             kind="text",
             when=THIRD_PARTY_IMPORTS,
-            details=_packages_details,
-            default=_suggested_packages,
+            details=packages_details,
+            default=suggested_packages,
             default_label="the packages I guessed",
-            display=_packages_display,
+            display=packages_display,
             help=(
                 "They go into the script's dependency block, so `uv run` installs them. One "
                 "requirement per line: a PyPI name, optional extras and versions; no URLs, paths "
@@ -1008,7 +680,7 @@ TRAIN_RL = Flow(
             when=WITH_RULER,
             default=lambda a: "",
             default_label="ART's default rubric",
-            display=lambda value: "ART's default rubric" if not value else _first_line(value),
+            display=lambda value: "ART's default rubric" if not value else first_line(value),
             help=(
                 "RULER's judge reads the rubric with the trajectories of a group and scores each "
                 "from 0 to 1. Say `default` for ART's, or write yours as plain text."
@@ -1062,7 +734,7 @@ TRAIN_RL = Flow(
             when=not_(FROM_GENERATOR),
             recommend=lambda a: "held_out",
             recommend_reads=(),
-            details=_validation_details,
+            details=validation_details,
             help="Validation logs val/reward, which picks the best checkpoint to keep.",
             title="Validation",
         ),
@@ -1083,10 +755,10 @@ TRAIN_RL = Flow(
             "val_fraction",
             "What fraction of the scenarios should be held out for validation?",
             guide="A number between 0 and 1; held-out scenarios are never trained on.",
-            parse=_val_fraction,
+            parse=val_fraction,
             kind="number",
             when=is_("val_split", "held_out"),
-            default=lambda a: _check_val_fraction(0.1, a),
+            default=lambda a: check_val_fraction(0.1, a),
             default_label="0.1",
             example="0.1",
             title="Validation fraction",
@@ -1211,7 +883,7 @@ TRAIN_RL = Flow(
             ),
             recommend=lambda a: "open_ended" if FROM_GENERATOR(a) else "dataset",
             recommend_reads=("scenario_source",),
-            check=_check_iteration,
+            check=check_iteration,
             title="Training loop",
         ),
     ],
@@ -1234,8 +906,3 @@ def hyperparameters(answers: Answers) -> dict[str, Any]:
     if CUSTOM_HYPERPARAMETERS(answers):
         values.update(answers.get("hyperparameter_values") or {})
     return values
-
-
-def uses_ruler(answers: Answers) -> bool:
-    """Whether RULER scores the rollouts (alone or mixed with the user's reward)."""
-    return WITH_RULER(answers)

@@ -6,7 +6,8 @@ import json
 
 from flows import Answered, Choice, Question, Session
 from flows.definition.questions import question
-from flows.wizards.train_rl import RULER_NOTE, TRAIN_RL
+from flows.wizards.rl_wording import RULER_NOTE
+from flows.wizards.train_rl import TRAIN_RL
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import ENVIRONMENT, MATH_ROWS, TOOL_CODE, TOOLS, answers_for
 
