@@ -17,7 +17,7 @@ RUN apt-get update \
     && useradd --create-home --uid 10001 artbot
 WORKDIR /opt/artbot
 COPY pyproject.toml uv.lock .python-version README.md ./
-RUN uv sync --locked --no-dev --no-install-project
+RUN uv sync --locked --no-dev --compile-bytecode --no-install-project
 COPY flows ./flows
 COPY templates ./templates
 COPY artbot ./artbot
@@ -29,7 +29,7 @@ COPY storage ./storage
 COPY bot ./bot
 COPY runner ./runner
 COPY manifests ./manifests
-RUN uv sync --locked --no-dev && chown -R artbot:artbot /opt/artbot
+RUN uv sync --locked --no-dev --compile-bytecode && chown -R artbot:artbot /opt/artbot
 
 # ---- the Slack bot: `artbot serve` (HTTP on $PORT, or Socket Mode; /healthz on $PORT in both) ----
 FROM app AS bot
@@ -56,7 +56,7 @@ RUN apt-get update \
 WORKDIR /opt/artbot
 COPY --from=app /opt/artbot /opt/artbot
 # The runner's own environment; each job's script brings its pinned dependencies (uv run --script).
-RUN uv sync --locked --no-dev && chown -R artbot:artbot /opt/artbot /opt/uv-python
+RUN uv sync --locked --no-dev --compile-bytecode && chown -R artbot:artbot /opt/artbot /opt/uv-python
 USER artbot
 WORKDIR /home/artbot
 ENV XDG_DATA_HOME=/home/artbot/data \
