@@ -42,12 +42,12 @@ from flows.definition.turns import (
     Turn,
 )
 from flows.script.render import RenderError, render_script
+from flows.wizards.rl.train_rl import TRAIN_RL, hyperparameters
+from flows.wizards.sft.train_sft import TRAIN_SFT, training_rows
+from flows.wizards.sft.train_sft import hyperparameters as sft_hyperparameters
 from flows.wizards.sft_then_rl import rl_session_after_sft
 from flows.wizards.start_from import BACKENDS as BACKEND_NAMES
 from flows.wizards.start_from import start_of
-from flows.wizards.train_rl import TRAIN_RL, hyperparameters
-from flows.wizards.train_sft import TRAIN_SFT, training_rows
-from flows.wizards.train_sft import hyperparameters as sft_hyperparameters
 
 FLOWS: Mapping[str, Flow] = {TRAIN_RL.id: TRAIN_RL, TRAIN_SFT.id: TRAIN_SFT}
 """Every flow by its id: the one registry the session store and the adapters look flows up in."""

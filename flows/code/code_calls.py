@@ -22,7 +22,7 @@ from flows.code.entry_points import (
     takes_scenario,
 )
 from flows.definition.steps import Answers
-from flows.wizards.rl_branches import FROM_GENERATOR, rollout_pattern
+from flows.wizards.rl.branches import FROM_GENERATOR, rollout_pattern
 
 CODE_STEPS = ("scenario_generator", "tool_code", "environment", "reward_logic")
 """The questions whose answer is Python code the script runs."""

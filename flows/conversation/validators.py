@@ -237,7 +237,7 @@ def parse_rows(value: str) -> list[dict[str, Any]]:
 
 def scenario_rows(value: str, answers: Answers) -> list[dict[str, Any]]:
     """Scenario rows; which of their fields the agent is shown is a question of its own
-    (flows.wizards.agent_prompt)."""
+    (flows.wizards.rl.agent_prompt)."""
     return parse_rows(value)
 
 

@@ -39,9 +39,8 @@ from flows.script.literals import (
 from flows.script.script_answers import RenderError, script_answers
 from flows.script.sft_render import sft_script_context
 from flows.script.template_files import templates_dir
-from flows.wizards.agent_prompt import RENDER_PROMPT, check_fields_known
-from flows.wizards.http_tools import split_endpoints
-from flows.wizards.rl_branches import (
+from flows.wizards.rl.agent_prompt import RENDER_PROMPT, check_fields_known
+from flows.wizards.rl.branches import (
     ENVIRONMENT_REWARD,
     NO_FINAL_ANSWER_TOOL,
     final_answer_tool,
@@ -49,10 +48,11 @@ from flows.wizards.rl_branches import (
     third_party_imports,
     uses_ruler,
 )
-from flows.wizards.simulated_user import has_simulated_user
+from flows.wizards.rl.http_tools import split_endpoints
+from flows.wizards.rl.simulated_user import has_simulated_user
+from flows.wizards.rl.train_rl import TRAIN_RL, hyperparameters
+from flows.wizards.sft.train_sft import TRAIN_SFT
 from flows.wizards.start_from import SETTLED, START_FROM, parse_start_from, shown_start
-from flows.wizards.train_rl import TRAIN_RL, hyperparameters
-from flows.wizards.train_sft import TRAIN_SFT
 
 
 @cache

@@ -1,5 +1,5 @@
 """What the train-sft template is given: the answers as literals, the rows or prompts as JSONL
-lines, the user's prompt generator as scoped code, and the row checks of flows.wizards.sft_rows."""
+lines, the user's prompt generator as scoped code, and the row checks of flows.wizards.sft.rows."""
 
 from __future__ import annotations
 
@@ -12,16 +12,15 @@ from flows.code.user_code import scoped_body
 from flows.definition.steps import InvalidAnswer
 from flows.script.literals import code, file_name, function_body, inline_code, py_literal
 from flows.script.script_answers import RenderError, script_answers
-from flows.wizards.sft_rows import script_source
-from flows.wizards.train_sft import (
+from flows.wizards.sft.branches import (
     DISTILLATION,
     HELD_OUT,
     PROMPT_GENERATOR,
     ROWS_ON_RUNNER,
-    TRAIN_SFT,
     embedded_lines,
-    hyperparameters,
 )
+from flows.wizards.sft.rows import script_source
+from flows.wizards.sft.train_sft import TRAIN_SFT, hyperparameters
 
 
 def sft_script_context(

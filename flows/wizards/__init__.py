@@ -1,3 +1,2 @@
-"""The two wizards as data, `train-rl` and `train-sft`, with the parts only they use: the shared
-questions, what the agent is shown, HTTP tools, RULER's judges, the simulated user, the SFT data
-and its rows, and RL after SFT."""
+"""The two wizards as data, `train-rl` (rl/) and `train-sft` (sft/), with what both use: the
+questions they ask in the same words, where an RL run starts, and RL after SFT."""

@@ -8,9 +8,9 @@ from typing import Any
 
 from flows.definition.session import Session
 from flows.definition.steps import InvalidAnswer, Text
+from flows.wizards.rl.train_rl import TRAIN_RL
+from flows.wizards.sft.train_sft import TRAIN_SFT
 from flows.wizards.start_from import START_FROM
-from flows.wizards.train_rl import TRAIN_RL
-from flows.wizards.train_sft import TRAIN_SFT
 
 
 def rl_session_after_sft(

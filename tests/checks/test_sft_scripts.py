@@ -17,9 +17,9 @@ from checks.dryrun.standins.policy_server import PolicyServer
 from checks.script_check import check_scripts
 from checks.script_format import formatted_script
 from flows import TRAIN_SFT, replay
-from flows.wizards.sft_dataset import split_counts
-from flows.wizards.sft_rows import SCRIPT_DEFINITIONS
-from flows.wizards.train_sft import hyperparameters
+from flows.wizards.sft.dataset import split_counts
+from flows.wizards.sft.rows import SCRIPT_DEFINITIONS
+from flows.wizards.sft.train_sft import hyperparameters
 from tests.flows.sft_data import CAPITAL_ROWS, INTRODUCTIONS, ROWS
 from tests.flows.sft_matrix import VARIANTS
 from tests.flows.test_final_answer import load_script

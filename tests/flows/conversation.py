@@ -17,7 +17,7 @@ from flows import (
     begin,
 )
 from flows.definition.session import Session
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.train_rl import TRAIN_RL
 
 
 @dataclass

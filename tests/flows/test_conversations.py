@@ -6,8 +6,8 @@ import json
 
 from flows import Answered, Choice, Question, Session
 from flows.definition.questions import question
-from flows.wizards.rl_wording import RULER_NOTE
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.train_rl import TRAIN_RL
+from flows.wizards.rl.wording import RULER_NOTE
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import ENVIRONMENT, MATH_ROWS, TOOL_CODE, TOOLS, answers_for
 
@@ -380,7 +380,7 @@ def test_a_stale_button_is_refused_and_the_open_question_asked_again() -> None:
     chat = Conversation()
     chat.say("static")
     from flows import Reply, advance
-    from flows.wizards.train_rl import TRAIN_RL
+    from flows.wizards.rl.train_rl import TRAIN_RL
 
     turn = advance(TRAIN_RL, chat.session, Reply.button("replayable", "yes"))
     assert turn.session == chat.session
@@ -390,7 +390,7 @@ def test_a_stale_button_is_refused_and_the_open_question_asked_again() -> None:
 def test_the_task_can_be_prefilled_but_must_still_be_confirmed() -> None:
     from flows import Reply, advance, begin
     from flows.definition.session import Session
-    from flows.wizards.train_rl import TRAIN_RL
+    from flows.wizards.rl.train_rl import TRAIN_RL
 
     session = Session.start("train-rl", prefill={"task": "Summarize legal contracts faithfully."})
     session = begin(TRAIN_RL, session).session
@@ -405,7 +405,7 @@ def test_the_task_can_be_prefilled_but_must_still_be_confirmed() -> None:
 
 def test_a_session_resumed_while_a_setting_is_asked_asks_that_setting_again() -> None:
     from flows import begin
-    from flows.wizards.train_rl import TRAIN_RL
+    from flows.wizards.rl.train_rl import TRAIN_RL
 
     chat = single_turn_ruler_up_to_reward()
     chat.play(

@@ -13,7 +13,7 @@ import pytest
 
 from checks.script_format import formatted_script
 from flows import AnswersError, RenderError, replay
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.train_rl import TRAIN_RL
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import MATH_ROWS, TOOLS, answers_for
 from tests.flows.realistic_agents import EMAIL_TOOL_CODE, EMAIL_TOOLS, email_agent

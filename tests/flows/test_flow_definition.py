@@ -94,6 +94,6 @@ def test_a_flow_whose_template_does_not_exist_fails_when_built() -> None:
 
 def test_the_train_rl_flow_renders_through_an_existing_template() -> None:
     from flows.script.template_files import templates_dir
-    from flows.wizards.train_rl import TRAIN_RL
+    from flows.wizards.rl.train_rl import TRAIN_RL
 
     assert (templates_dir() / TRAIN_RL.template).is_file()

@@ -18,8 +18,8 @@ import pytest
 from checks.script_format import formatted_script
 from flows.conversation.replay import AnswersError, replay
 from flows.definition.steps import InvalidAnswer
-from flows.wizards.http_tools import tool_auth, tool_endpoints
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.http_tools import tool_auth, tool_endpoints
+from flows.wizards.rl.train_rl import TRAIN_RL
 from tests.flows.realistic_tasks import SUPPORT_SCENARIOS, support_agent
 from tests.flows.test_final_answer import load_script
 

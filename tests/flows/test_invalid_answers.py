@@ -9,7 +9,7 @@ import pytest
 
 from flows import MAX_REPLY_CHARS, Attachment, Problem, Question, Reply, advance
 from flows.definition.session import Session
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.train_rl import TRAIN_RL
 from tests.flows.matrix import TOOLS, answers_for
 
 

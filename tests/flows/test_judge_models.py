@@ -9,9 +9,9 @@ import pytest
 
 from flows import Notice, Question, Reply, advance
 from flows.definition.steps import Choice, InvalidAnswer
-from flows.wizards import judge_models as judges
-from flows.wizards.judge_models import JUDGE_MODELS, judge_caution, judge_model_id, shutdown_date
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl import judge_models as judges
+from flows.wizards.rl.judge_models import JUDGE_MODELS, judge_caution, judge_model_id, shutdown_date
+from flows.wizards.rl.train_rl import TRAIN_RL
 from tests.flows.test_invalid_answers import session_at
 
 CHECKED = date(2026, 11, 27)  # when the list was checked against OpenAI's deprecations page

@@ -9,7 +9,7 @@ import pytest
 
 from flows import MAX_REPLY_CHARS
 from flows.conversation.replay import AnswersError, replay
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.train_rl import TRAIN_RL
 from tests.flows.matrix import MATH_ROWS, answers_for, matrix, variant_id
 
 

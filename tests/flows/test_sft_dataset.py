@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from flows import MAX_ATTACHMENT_BYTES, Attachment, Reply
-from flows.wizards.sft_dataset import (
+from flows.wizards.sft.dataset import (
     MAX_DATASET_CHARS,
     MAX_PROBLEMS_SHOWN,
     dataset_rows,
     summary_text,
 )
-from flows.wizards.sft_rows import MAX_SEQ_TOKENS, row_problems
-from flows.wizards.train_sft import TRAIN_SFT
+from flows.wizards.sft.rows import MAX_SEQ_TOKENS, row_problems
+from flows.wizards.sft.train_sft import TRAIN_SFT
 from tests.flows.conversation import Conversation
 from tests.flows.sft_data import CAPITAL_ROWS, ROWS, ROWS_JSONL, WEATHER_TOOL, weather_row
 from tests.flows.test_train_sft import skill_snippet

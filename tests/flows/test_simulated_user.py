@@ -14,8 +14,8 @@ import pytest
 from checks.script_format import formatted_script
 from flows.conversation.replay import replay
 from flows.definition.steps import InvalidAnswer
-from flows.wizards.simulated_user import simulated_user
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.simulated_user import simulated_user
+from flows.wizards.rl.train_rl import TRAIN_RL
 from tests.fakes.openai_server import API_KEY, FakeOpenAI, Scripted
 from tests.flows.realistic_tasks import (
     SUPPORT_SCENARIOS,

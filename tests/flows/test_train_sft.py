@@ -14,9 +14,9 @@ import art
 import pytest
 
 from flows import FLOWS, TRAIN_SFT, Attachment, Question, Reply, replay
-from flows.wizards.sft_dataset import split_counts
-from flows.wizards.sft_rows import skill_defaults
-from flows.wizards.train_sft import hyperparameters, training_rows
+from flows.wizards.sft.dataset import split_counts
+from flows.wizards.sft.rows import skill_defaults
+from flows.wizards.sft.train_sft import hyperparameters, training_rows
 from tests.flows.conversation import Conversation
 from tests.flows.sft_data import (
     INTRODUCTIONS,

@@ -15,14 +15,14 @@ from checks.script_format import formatted_script
 from flows.code.code_calls import code_calls
 from flows.conversation.replay import replay
 from flows.definition.steps import InvalidAnswer
-from flows.wizards.agent_prompt import (
+from flows.wizards.rl.agent_prompt import (
     answer_shown_caution,
     generated_fields,
     parse_agent_prompt,
     reward_fields,
     shown_fields,
 )
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.train_rl import TRAIN_RL
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import answers_for
 from tests.flows.realistic import REALISTIC

@@ -25,7 +25,7 @@ from flows import (
     begin,
 )
 from flows.definition.steps import Choice, Text, ValuesMenu
-from flows.wizards.train_rl import TRAIN_RL
+from flows.wizards.rl.train_rl import TRAIN_RL
 from tests.flows.conversation import Conversation
 from tests.flows.matrix import answers_for, matrix, variant_id
 

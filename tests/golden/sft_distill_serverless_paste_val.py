@@ -82,7 +82,7 @@ DATASET = [
 ]
 
 
-# --- Row checks: the wizard's own (artbot's flows/wizards/sft_rows.py), for every row trained on ---
+# --- Row checks: the wizard's own (artbot's flows/wizards/sft/rows.py), for every row trained on ---
 ROLES = ("system", "user", "assistant", "developer", "tool", "function")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 CHARS_PER_TOKEN = 4

@@ -9,7 +9,7 @@ from typing import Any
 
 from flows.code.third_party import suggested_requirements
 from flows.definition.steps import Answers, Option
-from flows.wizards.rl_branches import (
+from flows.wizards.rl.branches import (
     ENVIRONMENT_REWARD,
     FINAL_ANSWER_NAME,
     NO_FINAL_ANSWER_TOOL,

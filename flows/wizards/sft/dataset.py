@@ -1,5 +1,5 @@
 """SFT data at the question: the rows of a pasted or uploaded dataset, each checked by the rules
-of flows.wizards.sft_rows with errors that name the line, then what a careful engineer looks at
+of flows.wizards.sft.rows with errors that name the line, then what a careful engineer looks at
 before spending GPU time (duplicates, rows too long for the model, the validation split, a summary);
 and the prompts a teacher model answers for distillation.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flows.definition.steps import Answers, InvalidAnswer
-from flows.wizards.sft_rows import (
+from flows.wizards.sft.rows import (
     CHARS_PER_TOKEN,
     LONG_ROW_TOKENS,
     MAX_SEQ_TOKENS,

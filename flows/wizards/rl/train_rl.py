@@ -1,6 +1,6 @@
 """The `train-rl` wizard as data: every question of the product spec, in order, with its
-branching (flows.wizards.rl_branches), its wording beyond the questions' text
-(flows.wizards.rl_wording) and the parsers only it uses (flows.wizards.rl_parsers)."""
+branching (flows.wizards.rl.branches), its wording beyond the questions' text
+(flows.wizards.rl.wording) and the parsers only it uses (flows.wizards.rl.parsers)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,14 @@ from flows.conversation import validators as v
 from flows.definition.conditions import Condition, any_of, is_, not_
 from flows.definition.flow import Flow, Part
 from flows.definition.steps import Answers, Choice, MenuField, Option, Parse, Text
-from flows.wizards.agent_prompt import (
+from flows.wizards.rl.agent_prompt import (
     agent_prompt_details,
     agent_prompt_display,
     answer_shown_caution,
     default_agent_prompt,
     parse_agent_prompt,
 )
-from flows.wizards.http_tools import tool_auth, tool_auth_display, tool_endpoints
-from flows.wizards.judge_models import JUDGE_MODELS, judge_caution, judge_model_id
-from flows.wizards.rl_branches import (
+from flows.wizards.rl.branches import (
     ASKS_REWARD_LOGIC,
     FROM_GENERATOR,
     HTTP_TOOLS,
@@ -37,7 +35,9 @@ from flows.wizards.rl_branches import (
     rollout_pattern,
     user_code,
 )
-from flows.wizards.rl_parsers import (
+from flows.wizards.rl.http_tools import tool_auth, tool_auth_display, tool_endpoints
+from flows.wizards.rl.judge_models import JUDGE_MODELS, judge_caution, judge_model_id
+from flows.wizards.rl.parsers import (
     check_iteration,
     check_val_fraction,
     environment_code,
@@ -47,7 +47,8 @@ from flows.wizards.rl_parsers import (
     tool_code,
     val_fraction,
 )
-from flows.wizards.rl_wording import (
+from flows.wizards.rl.simulated_user import simulated_user, simulated_user_display
+from flows.wizards.rl.wording import (
     INVALID_ACTION_REWARD,
     REPLAYABLE_RULE,
     RULER_NOTE,
@@ -73,7 +74,6 @@ from flows.wizards.shared_steps import (
     project_step,
     run_name_step,
 )
-from flows.wizards.simulated_user import simulated_user, simulated_user_display
 from flows.wizards.start_from import (
     START_FROM,
     START_FROM_SFT,

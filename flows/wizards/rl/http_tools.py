@@ -10,7 +10,7 @@ from typing import Any
 
 from flows.conversation.validators import http_url, load_json
 from flows.definition.steps import Answers, InvalidAnswer
-from flows.wizards.agent_prompt import known_fields
+from flows.wizards.rl.agent_prompt import known_fields
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 DEFAULT_METHOD = "POST"

@@ -12,7 +12,7 @@ from typing import Any
 
 from flows.conversation.validators import load_json
 from flows.definition.steps import Answers, InvalidAnswer
-from flows.wizards.agent_prompt import known_fields
+from flows.wizards.rl.agent_prompt import known_fields
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]{0,63})\}")
 MIN_CHARS = 20

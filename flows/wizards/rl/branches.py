@@ -8,13 +8,10 @@ import re
 from typing import Any
 
 from flows.code.entry_points import defines_function
-from flows.code.third_party import (
-    imported_modules,
-    third_party,
-)
+from flows.code.third_party import imported_modules, third_party
 from flows.definition.conditions import Holds, all_of, any_of, is_, not_
 from flows.definition.steps import Answers
-from flows.wizards.simulated_user import has_simulated_user
+from flows.wizards.rl.simulated_user import has_simulated_user
 
 # The branches, named once: the steps' `when=` guards and the helpers below read the same ones.
 MULTI_TURN = is_("turns", "multi")

@@ -3,22 +3,11 @@ tools and the entry points, the extra packages, the validation fraction and the 
 
 from __future__ import annotations
 
-from flows.code.entry_points import (
-    check_tool_functions,
-    environment_calls,
-    generator_call,
-)
-from flows.code.third_party import (
-    requirements,
-    suggested_requirements,
-)
+from flows.code.entry_points import check_tool_functions, environment_calls, generator_call
+from flows.code.third_party import requirements, suggested_requirements
 from flows.conversation import validators as v
 from flows.definition.steps import Answers, InvalidAnswer
-from flows.wizards.rl_branches import (
-    FROM_GENERATOR,
-    final_answer_tool,
-    third_party_imports,
-)
+from flows.wizards.rl.branches import FROM_GENERATOR, final_answer_tool, third_party_imports
 
 
 def tool_code(value: str, answers: Answers) -> str:

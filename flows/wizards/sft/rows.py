@@ -191,7 +191,7 @@ def script_source() -> str:
             found[name] = segment
     missing = [name for name in SCRIPT_DEFINITIONS if name not in found]
     if missing:
-        raise RuntimeError(f"flows/wizards/sft_rows.py no longer defines {', '.join(missing)}")
+        raise RuntimeError(f"flows/wizards/sft/rows.py no longer defines {', '.join(missing)}")
     text = ""
     for name in SCRIPT_DEFINITIONS:
         constant = not found[name].startswith("def ")
