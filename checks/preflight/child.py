@@ -206,7 +206,7 @@ def install_first_gather_stop(socket_path: str, raised: FirstTracebacks | None =
     import art.gather
     from art.trajectories import TrajectoryGroup
 
-    from checks.dryrun.standins.standin_backend import DryrunStepLimit
+    from checks.dryrun.standins.session import DryrunStepLimit
 
     recorded = art.gather.gather_trajectory_groups
 

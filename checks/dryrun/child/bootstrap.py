@@ -71,7 +71,7 @@ def _record_stacks_at(when: float) -> None:
 
 
 def _is_step_limit(error: BaseException) -> bool:
-    from checks.dryrun.standins.standin_backend import DryrunStepLimit
+    from checks.dryrun.standins.session import DryrunStepLimit
 
     if isinstance(error, BaseExceptionGroup):
         return all(_is_step_limit(e) for e in error.exceptions)
@@ -124,10 +124,10 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
 
     from checks.dryrun.child import art_patches
     from checks.dryrun.child.arg_caps import dryrun_caps, install_arg_caps
-    from checks.dryrun.standins import standin_backend
+    from checks.dryrun.standins.session import DryrunSession, install_session
 
-    standin_backend.install_session(
-        standin_backend.DryrunSession(
+    install_session(
+        DryrunSession(
             policy=policy,
             recorder=recorder,
             step_limit=config.step_limit,
@@ -201,7 +201,7 @@ def run(script: Path, script_args: list[str], config: BootstrapConfig) -> int:
 
 
 def _check_shutdown(recorder: Recorder, *, clean_exit: bool, wandb_imported: bool) -> None:
-    from checks.dryrun.standins.standin_backend import current_session
+    from checks.dryrun.standins.session import current_session
 
     if clean_exit and current_session().unclosed_backends:
         recorder.finding(

@@ -15,7 +15,6 @@ import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -34,7 +33,7 @@ from art.types import (
 )
 from art.utils.output_dirs import get_model_dir, get_output_dir_from_model_properties
 
-from checks.dryrun.run_record import Recorder, Severity, TrainedStep
+from checks.dryrun.run_record import TrainedStep
 from checks.dryrun.standins.group_checks import check_groups
 from checks.dryrun.standins.model_dirs import (
     checkpoint_steps,
@@ -43,48 +42,14 @@ from checks.dryrun.standins.model_dirs import (
     newest_step,
     write_checkpoint,
 )
-from checks.dryrun.standins.policy_server import PolicyServer
+from checks.dryrun.standins.session import DryrunStepLimit, current_session
+from checks.dryrun.standins.sft_checks import ends_with_reply, sft_findings
 from checks.dryrun.standins.train_signatures import (
     SERVERLESS_TRAIN_SIGNATURE,
     local_train_signature,
 )
 
 INFERENCE_API_KEY = "artbot-dryrun"
-
-
-class DryrunStepLimit(BaseException):
-    """The stand-in trainer's hard cap on steps: a clean stop of the dry run, not a failure.
-
-    A BaseException so that a script's `except Exception` around its loop cannot swallow it.
-    """
-
-
-@dataclass
-class DryrunSession:
-    """What the stand-in backends share inside one dry-run process."""
-
-    policy: PolicyServer
-    recorder: Recorder
-    step_limit: int
-    art_root: Path
-    steps_trained: int = 0
-    unclosed_backends: int = 0
-
-
-_session: DryrunSession | None = None
-
-
-def install_session(session: DryrunSession | None) -> None:
-    """Make `session` the one the stand-in backends use (None: none; tests reset it)."""
-    global _session
-    _session = session
-
-
-def current_session() -> DryrunSession:
-    """The installed session; the stand-ins only make sense inside `artbot dryrun`."""
-    if _session is None:
-        raise RuntimeError("The artbot stand-in backends only run inside `artbot dryrun`.")
-    return _session
 
 
 class StandinBackend(Backend):
@@ -381,49 +346,6 @@ class StandinBackend(Backend):
             f"[artbot dryrun] stand-in trainer: SFT step {step}, {trainable} of "
             f"{len(examples)} examples end with an assistant reply, {batches} batches"
         )
-
-
-def ends_with_reply(example: Trajectory) -> bool:
-    """Whether the example ends with the assistant's reply: what SFT learns from it."""
-    messages = example.messages()
-    return bool(messages) and messages[-1].get("role") == "assistant"
-
-
-def sft_findings(
-    examples: list[Trajectory], rates: list[float], batches: int
-) -> list[tuple[str, Severity, str]]:
-    """What is wrong with one train_sft call: examples it cannot learn from, a schedule that
-    does not fit its batches."""
-    findings: list[tuple[str, Severity, str]] = []
-    wrong = [e for e in examples if not isinstance(e, Trajectory)]
-    if wrong:
-        findings.append(
-            (
-                "sft_not_trajectories",
-                "problem",
-                f"train_sft got {type(wrong[0]).__name__}s, not art.Trajectory",
-            )
-        )
-    elif not examples:
-        findings.append(("sft_empty", "warning", "train_sft was called with no examples"))
-    elif not any(ends_with_reply(e) for e in examples):
-        findings.append(
-            (
-                "sft_no_reply",
-                "problem",
-                "no example handed to train_sft ends with the assistant's reply: SFT learns "
-                "nothing from them",
-            )
-        )
-    if len(rates) < batches:
-        findings.append(
-            (
-                "sft_schedule_short",
-                "problem",
-                f"train_sft got {len(rates)} learning rates for {batches} batches",
-            )
-        )
-    return findings
 
 
 class StandinLocalBackend(StandinBackend):

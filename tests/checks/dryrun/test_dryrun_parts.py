@@ -199,7 +199,7 @@ def test_non_numeric_metrics_bad_metadata_and_nan_rewards_are_problems() -> None
 
 @pytest.fixture
 def session(tmp_path: Path) -> Iterator[PolicyServer]:
-    from checks.dryrun.standins.standin_backend import DryrunSession, install_session
+    from checks.dryrun.standins.session import DryrunSession, install_session
 
     with PolicyServer(seed=1) as policy:
         recorder = Recorder(tmp_path / "record.json", script="s.py", argv=[])
@@ -213,7 +213,8 @@ def test_the_standin_local_backend_keeps_local_backends_records(
 ) -> None:
     import art
 
-    from checks.dryrun.standins.standin_backend import DryrunStepLimit, StandinLocalBackend
+    from checks.dryrun.standins.session import DryrunStepLimit
+    from checks.dryrun.standins.standin_backend import StandinLocalBackend
 
     async def scenario() -> None:
         backend = StandinLocalBackend(path=None, in_process=True)

@@ -17,12 +17,8 @@ import pytest
 
 from checks.dryrun.run_record import Recorder
 from checks.dryrun.standins.policy_server import PolicyServer
-from checks.dryrun.standins.standin_backend import (
-    DryrunSession,
-    StandinLocalBackend,
-    StandinServerlessBackend,
-    install_session,
-)
+from checks.dryrun.standins.session import DryrunSession, install_session
+from checks.dryrun.standins.standin_backend import StandinLocalBackend, StandinServerlessBackend
 from checks.dryrun.standins.train_signatures import local_backend_signature
 
 BASE = "OpenPipe/Qwen3-14B-Instruct"
