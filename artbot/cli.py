@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from artbot.database import run_db_command
 from artbot.exit_status import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE
 from artbot.script_files import ScriptExists, script_path, write_script
 from artbot.terminal.chat import DEFAULT_SESSION_NAME, run_chat_command
@@ -289,7 +288,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "create or migrate artbot's database tables (upgrade), show their revision (current), "
         "or encrypt the stored Slack tokens with a new key (rotate-token-key)",
         _db_arguments,
-        run_db_command,
+        lambda args: _database_module().run_db_command(args),
     ),
     Subcommand(
         "runner",
@@ -311,6 +310,13 @@ def _serve_module() -> Any:
     import bot.process.serve
 
     return bot.process.serve
+
+
+def _database_module() -> Any:
+    # Imported on use: rotating the tokens' key brings in the installations' store (slack_sdk).
+    import artbot.database
+
+    return artbot.database
 
 
 def _runner_module() -> Any:

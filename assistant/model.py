@@ -7,14 +7,18 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import httpx
-import openai
-from openai.types.chat import ChatCompletionMessageParam
-from openai.types.shared_params import ResponseFormatJSONSchema
 
 from isolation.redaction import redact
+
+if TYPE_CHECKING:
+    # `openai` is imported where a model is connected: its types take seconds to load, and
+    # `artbot chat` without an assistant never needs them.
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.shared_params import ResponseFormatJSONSchema
 
 
 class ModelUnavailable(Exception):
@@ -77,6 +81,8 @@ class OpenAIChatModel:
     def connect(
         cls, model: str, *, base_url: str | None, api_key: str, timeout_s: float
     ) -> OpenAIChatModel:
+        import openai
+
         client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
         return cls(client, model)
 
@@ -159,6 +165,8 @@ def _wire(messages: Sequence[ChatMessage]) -> list[ChatCompletionMessageParam]:
 @contextmanager
 def _unavailable_on_errors() -> Iterator[None]:
     """The openai package's errors as ModelUnavailable, with a reason a user may read."""
+    import openai
+
     try:
         yield
     except openai.APITimeoutError:
