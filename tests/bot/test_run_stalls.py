@@ -103,14 +103,16 @@ def test_restart_stops_the_stalled_job_whole_and_resumes_it_in_a_new_job(
     host = make_runner(
         environ=job_environ(OPENAI_API_KEY="sk-test-not-real"),
         command=f"{{python}} {STAND_IN} --mode stall-then-resume {{script}}",
-        stall_after_s="1",
+        # No stall before the job has timed a step (its start may be silent for seconds on a
+        # busy host); once steps 1 and 2 are timed, a second of silence is one.
+        stall_after_s="3600",
         stall_floor_s="1",
     )
     user = finished_wizard(make_bot, fake, host.base_url)
     user.click("Approve and run")
     runs = runs_of_user(user)
     [first] = runs.runs.for_thread(user.key)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard
     while runs.runs.get(first.id).state != "stalled":  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "never told stalled"
         runs.poll_once(user.bot.app.client_for)

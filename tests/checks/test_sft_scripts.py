@@ -25,7 +25,7 @@ from tests.flows.sft_matrix import VARIANTS
 from tests.flows.test_final_answer import load_script
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-SFT_ROWS = Path(__file__).resolve().parents[2] / "flows" / "sft_rows.py"
+SFT_ROWS = Path(__file__).resolve().parents[2] / "flows" / "wizards" / "sft" / "rows.py"
 
 
 def script_of(name: str) -> str:
